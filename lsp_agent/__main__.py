@@ -1,0 +1,7 @@
+"""``python -m lsp_agent`` runs the command line, like the ``lsp-agent`` script."""
+
+from __future__ import annotations
+
+from lsp_agent.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,81 @@
+"""The one interface between the agent core and the outside world.
+
+`server.py` implements it over LSP, `cli.py` in a terminal, and tests in memory. The core never
+imports pygls: if the loop needs something from the editor, a method belongs here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class Document:
+    """A file's text as the editor sees it."""
+
+    text: str
+    """The text, without a byte-order mark (a BOM is an encoding detail, not text)."""
+    version: int | None
+    """The open buffer's version, or None when the text was read from disk."""
+    bom: bool = False
+    """Whether the bytes on disk start with a UTF-8 byte-order mark."""
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """One file's part of an edit: the whole text before and after."""
+
+    path: Path
+    before: str | None
+    """The text the change was computed against; None for a new file."""
+    after: str
+    version: int | None
+    """The buffer version `before` was read at (None: read from disk or a new file)."""
+    bom: bool = False
+
+
+@dataclass(frozen=True)
+class EditProposal:
+    """A change the agent wants; the editor previews it and the user accepts or rejects."""
+
+    label: str
+    description: str
+    changes: tuple[FileChange, ...]
+    needs_confirmation: bool
+    """True in `review` mode: the editor must ask before applying."""
+
+
+@dataclass(frozen=True)
+class EditOutcome:
+    """What the editor answered to a proposal."""
+
+    applied: bool
+    reason: str | None = None
+    """The client's `failureReason` (or the user's words) when not applied."""
+
+
+class EditorPort(Protocol):
+    """What the agent core may ask of the editor (or terminal) it runs in."""
+
+    async def read_document(self, path: Path) -> Document | None:
+        """The open buffer for `path` (unsaved text included), or None when it is not open."""
+        ...
+
+    async def propose_edit(self, proposal: EditProposal) -> EditOutcome:
+        """Show the edit to the user and apply it if they accept."""
+        ...
+
+    async def ask_user(self, question: str, actions: Sequence[str]) -> str | None:
+        """Ask a question with fixed answers; None when dismissed or unsupported."""
+        ...
+
+    def emit(self, event: dict[str, Any]) -> None:
+        """Report one step of a turn (`lspAgent/event` payload)."""
+        ...
+
+    def log(self, message: str) -> None:
+        """A line for the log, never for the model."""
+        ...
