@@ -1,0 +1,689 @@
+"""The provider against a real HTTP endpoint on loopback: streaming, tool calls, usage, faults."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+from collections.abc import AsyncIterator, Callable
+from email.utils import formatdate
+from typing import Any
+
+import httpx
+import pytest
+
+from lsp_agent.provider import (
+    AnthropicProvider,
+    OpenAIProvider,
+    Provider,
+    ProviderError,
+    Reply,
+    Usage,
+    cached_tokens,
+    estimate_tokens,
+    make_provider,
+    retry_after_seconds,
+    to_anthropic,
+)
+from tests.fake_model import (
+    ScriptedAnthropic,
+    ScriptedModel,
+    break_after,
+    disconnect,
+    error,
+    hang_after,
+    refuse_stream_with_tools,
+    reply,
+    tool_call,
+    tool_calls,
+)
+
+READ_FILE = {
+    "type": "function",
+    "function": {
+        "name": "read_file",
+        "description": "Read a file.",
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+    },
+}
+SEARCH = {
+    "type": "function",
+    "function": {
+        "name": "search",
+        "description": "Search the workspace.",
+        "parameters": {"type": "object", "properties": {"pattern": {"type": "string"}}},
+    },
+}
+ASK = [{"role": "system", "content": "You are a test."}, {"role": "user", "content": "hi"}]
+
+Open = Callable[..., Provider]
+
+
+@pytest.fixture
+async def open_provider() -> AsyncIterator[Open]:
+    """Make providers with fast retries; all are closed when the test ends."""
+    made: list[Provider] = []
+
+    def factory(
+        base_url: str,
+        model: str = "test-model",
+        api_key: str | None = None,
+        kind: str = "openai",
+        **options: Any,
+    ) -> Provider:
+        options.setdefault("base_delay", 0.001)
+        provider = make_provider(kind, base_url, model, api_key, **options)
+        made.append(provider)
+        return provider
+
+    yield factory
+    for provider in made:
+        await provider.aclose()
+
+
+async def ask(
+    provider: Provider, messages: list[dict[str, Any]] = ASK, tools: list[dict[str, Any]] = ()
+) -> tuple[Reply, list[str]]:
+    """One model call; returns the reply and the text deltas `on_text` received."""
+    chunks: list[str] = []
+    result = await provider.complete(messages, list(tools), chunks.append)
+    return result, chunks
+
+
+def free_port() -> int:
+    """A port nobody listens on: bound, then closed."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+# Streaming and assembly
+
+
+async def test_the_answer_streams_to_the_editor_in_chunks(open_provider: Open) -> None:
+    with ScriptedModel([reply("The bug is on line 3.", chunks=4)]) as model:
+        answer, chunks = await ask(open_provider(model.base_url))
+    assert len(chunks) == 4
+    assert "".join(chunks) == answer.text == "The bug is on line 3."
+    assert answer.finish_reason == "stop"
+    assert answer.tool_calls == ()
+    sent = model.requests[0]
+    assert sent["stream"] is True
+    assert sent["stream_options"] == {"include_usage": True}
+    assert sent["messages"] == ASK
+    assert "tools" not in sent
+
+
+async def test_two_interleaved_tool_calls_are_assembled_by_index(open_provider: Open) -> None:
+    calls = tool_calls(
+        [("read_file", {"path": "src/app.py"}, "call_a"), ("search", {"pattern": "def main"})],
+        text="Let me look.",
+        chunks=4,
+    )
+    with ScriptedModel([calls]) as model:
+        answer, chunks = await ask(open_provider(model.base_url), tools=[READ_FILE, SEARCH])
+    assert "".join(chunks) == "Let me look."
+    assert answer.finish_reason == "tool_calls"
+    assert [(c.name, json.loads(c.arguments)) for c in answer.tool_calls] == [
+        ("read_file", {"path": "src/app.py"}),
+        ("search", {"pattern": "def main"}),
+    ]
+    assert answer.tool_calls[0].id == "call_a"
+    assert answer.tool_calls[1].id and answer.tool_calls[1].id != "call_a"
+    assert answer.message() == {
+        "role": "assistant",
+        "content": "Let me look.",
+        "tool_calls": [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments},
+            }
+            for call in answer.tool_calls
+        ],
+    }
+    assert model.requests[0]["tools"] == [READ_FILE, SEARCH]
+
+
+async def test_malformed_tool_arguments_are_kept_raw_for_the_loop_to_judge(
+    open_provider: Open,
+) -> None:
+    with ScriptedModel([tool_call("read_file", '{"path": "a.py"', chunks=2)]) as model:
+        answer, _ = await ask(open_provider(model.base_url), tools=[READ_FILE])
+    assert answer.tool_calls[0].arguments == '{"path": "a.py"'
+
+
+async def test_a_reply_with_only_tool_calls_stores_empty_content_not_null(
+    open_provider: Open,
+) -> None:
+    with ScriptedModel([tool_call("read_file", {"path": "a.py"})]) as model:
+        answer, chunks = await ask(open_provider(model.base_url), tools=[READ_FILE])
+    assert chunks == []
+    assert answer.message()["content"] == ""
+
+
+async def test_a_step_can_answer_what_it_was_sent(open_provider: Open) -> None:
+    def echo(body: dict[str, Any]) -> Any:
+        return reply(f"you said {body['messages'][-1]['content']}")
+
+    with ScriptedModel([echo]) as model:
+        answer, _ = await ask(open_provider(model.base_url))
+    assert answer.text == "you said hi"
+
+
+async def test_a_failing_step_function_fails_the_call_loudly(open_provider: Open) -> None:
+    def broken(body: dict[str, Any]) -> Any:
+        raise AssertionError("the test expected a tool result")
+
+    model = ScriptedModel([broken])
+    with model, pytest.raises(ProviderError) as caught:
+        await ask(open_provider(model.base_url))
+    assert "the test expected a tool result" in caught.value.message
+    assert len(model.requests) == 1
+
+
+# Usage
+
+
+async def test_usage_is_read_with_cached_tokens(open_provider: Open) -> None:
+    with ScriptedModel([reply("ok", prompt_tokens=1234, cached_tokens=1000)]) as model:
+        answer, _ = await ask(open_provider(model.base_url))
+    assert answer.usage == Usage(
+        prompt_tokens=1234, completion_tokens=1, cached_tokens=1000, estimated=False
+    )
+
+
+async def test_missing_usage_is_estimated_from_the_bytes_sent(open_provider: Open) -> None:
+    with ScriptedModel([reply("x" * 35, usage=False)]) as model:
+        answer, _ = await ask(open_provider(model.base_url), tools=[READ_FILE])
+    sent = model.requests[0]
+
+    def size(value: Any) -> int:
+        return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+
+    assert answer.usage.estimated is True
+    assert answer.usage.cached_tokens is None
+    assert answer.usage.completion_tokens == 10
+    assert answer.usage.prompt_tokens == estimate_tokens(
+        size(sent["messages"]) + size(sent["tools"])
+    )
+
+
+def test_estimate_is_bytes_over_three_and_a_half_rounded_up() -> None:
+    assert estimate_tokens(0) == 0
+    assert estimate_tokens(1) == 1
+    assert estimate_tokens(7) == 2
+    assert estimate_tokens(8) == 3
+    assert estimate_tokens(350_000) == 100_000
+    assert estimate_tokens("é") == 1  # two bytes
+    assert estimate_tokens("abcdefg") == 2
+    assert estimate_tokens(b"abcdefgh") == 3
+
+
+def test_cached_tokens_are_read_in_all_three_shapes() -> None:
+    assert cached_tokens({"prompt_tokens_details": {"cached_tokens": 5}}) == 5
+    assert cached_tokens({"cache_read_input_tokens": 6, "input_tokens": 1}) == 6
+    assert cached_tokens({"prompt_cache_hit_tokens": 7, "prompt_cache_miss_tokens": 3}) == 7
+    assert cached_tokens({"prompt_tokens": 10, "prompt_tokens_details": None}) is None
+    assert cached_tokens({}) is None
+
+
+# Faults that are retried
+
+
+async def test_a_server_error_is_retried_and_the_turn_goes_on(open_provider: Open) -> None:
+    with ScriptedModel([error(500), error(503), reply("recovered")]) as model:
+        answer, chunks = await ask(open_provider(model.base_url))
+    assert answer.text == "recovered"
+    assert "".join(chunks) == "recovered"
+    assert len(model.requests) == 3
+
+
+async def test_rate_limit_waits_as_long_as_retry_after_says(open_provider: Open) -> None:
+    with ScriptedModel([error(429, headers={"Retry-After": "1"}), reply("ok")]) as model:
+        started = time.monotonic()
+        answer, _ = await ask(open_provider(model.base_url, base_delay=0.001))
+        waited = time.monotonic() - started
+    assert answer.text == "ok"
+    assert waited >= 0.9  # the backoff alone would be a millisecond
+
+
+async def test_retries_are_bounded_and_the_error_quotes_the_server(open_provider: Open) -> None:
+    failure = error(500, {"error": {"message": "CUDA error: out of memory"}})
+    with ScriptedModel([failure] * 6) as model, pytest.raises(ProviderError) as caught:
+        await ask(open_provider(model.base_url, retries=4))
+    assert len(model.requests) == 5
+    assert caught.value.status == 500
+    assert "CUDA error: out of memory" in caught.value.message
+    assert "after 4 retries" in caught.value.message
+    assert model.base_url in caught.value.message
+
+
+async def test_a_retry_after_of_an_hour_fails_at_once(open_provider: Open) -> None:
+    model = ScriptedModel([error(429, headers={"Retry-After": "3600"}), reply("no")])
+    with model, pytest.raises(ProviderError) as caught:
+        await ask(open_provider(model.base_url))
+    assert len(model.requests) == 1
+    assert caught.value.status == 429
+    assert "3600 s" in caught.value.message
+
+
+async def test_a_connection_dropped_before_any_byte_is_retried(open_provider: Open) -> None:
+    with ScriptedModel([disconnect(), reply("ok")]) as model:
+        answer, _ = await ask(open_provider(model.base_url))
+    assert answer.text == "ok"
+    assert len(model.requests) == 2
+
+
+async def test_a_stream_broken_mid_reply_is_retried_without_repeating_text(
+    open_provider: Open,
+) -> None:
+    with ScriptedModel([break_after("Hello wo"), reply("Hello world!", chunks=5)]) as model:
+        answer, chunks = await ask(open_provider(model.base_url))
+    assert answer.text == "Hello world!"
+    assert "".join(chunks) == "Hello world!"
+    assert len(model.requests) == 2
+
+
+async def test_a_retried_stream_that_says_something_else_is_shown_in_full(
+    open_provider: Open,
+) -> None:
+    with ScriptedModel([break_after("Hello"), reply("Goodbye")]) as model:
+        answer, chunks = await ask(open_provider(model.base_url))
+    assert answer.text == "Goodbye"
+    assert "".join(chunks) == "HelloGoodbye"
+
+
+async def test_a_stream_that_breaks_twice_ends_the_turn(open_provider: Open) -> None:
+    model = ScriptedModel([break_after("a"), break_after("b"), reply("never")])
+    with model, pytest.raises(ProviderError) as caught:
+        await ask(open_provider(model.base_url))
+    assert "broke off twice" in caught.value.message
+    assert len(model.requests) == 2
+
+
+async def test_running_out_of_script_fails_loudly_and_is_not_retried(
+    open_provider: Open,
+) -> None:
+    with ScriptedModel([]) as model, pytest.raises(ProviderError) as caught:
+        await ask(open_provider(model.base_url))
+    assert "script exhausted" in caught.value.message
+    assert len(model.requests) == 1
+
+
+# Faults that end the turn with a sentence
+
+
+async def test_an_endpoint_nobody_listens_on_names_the_url_and_the_setting(
+    open_provider: Open,
+) -> None:
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    with pytest.raises(ProviderError) as caught:
+        await ask(open_provider(url))
+    message = caught.value.message
+    assert caught.value.status is None
+    assert f"cannot reach the model endpoint at {url}" in message
+    assert "lspAgent.baseUrl" in message and "LSP_AGENT_BASE_URL" in message
+
+
+async def test_a_base_url_without_scheme_gets_a_sentence(open_provider: Open) -> None:
+    with pytest.raises(ProviderError) as caught:
+        await ask(open_provider("localhost:11434/v1"))
+    assert "not valid" in caught.value.message
+    assert "lspAgent.baseUrl" in caught.value.message
+
+
+async def test_a_wrong_api_key_is_refused_without_ever_showing_it(open_provider: Open) -> None:
+    secret = "sk-wrong-secret-1234567890"
+    with ScriptedModel([reply("never")], api_key="sk-right") as model:
+        provider = open_provider(model.base_url, api_key=secret)
+        with pytest.raises(ProviderError) as caught:
+            await ask(provider)
+    assert any(secret in rejection for rejection in model.rejections)  # the server quoted it
+    assert caught.value.status == 401
+    assert f"the endpoint {model.base_url} refused the API key" in caught.value.message
+    assert "lspAgent.apiKey" in caught.value.message and "LSP_AGENT_API_KEY" in caught.value.message
+    for text in (caught.value.message, str(caught.value), repr(caught.value), repr(provider)):
+        assert secret not in text
+    assert len(model.requests) == 1
+
+
+async def test_the_api_key_travels_only_in_the_authorization_header(open_provider: Open) -> None:
+    with ScriptedModel([reply("ok")], api_key="sk-right") as model:
+        provider = open_provider(model.base_url, api_key="sk-right")
+        answer, _ = await ask(provider)
+    assert answer.text == "ok"
+    assert model.headers[0]["authorization"] == "Bearer sk-right"
+    assert "sk-right" not in json.dumps(model.requests[0])
+    assert "sk-right" not in repr(provider)
+
+
+async def test_an_unknown_model_lists_the_available_ones(open_provider: Open) -> None:
+    model = ScriptedModel([reply("never")], models=("llama3", "qwen2.5-coder", "mistral"))
+    with model, pytest.raises(ProviderError) as caught:
+        await ask(open_provider(model.base_url, model="gpt-5"))
+    message = caught.value.message
+    assert f"model 'gpt-5' is not available at {model.base_url}" in message
+    assert "lspAgent.model" in message and "LSP_AGENT_MODEL" in message
+    assert "available: llama3, qwen2.5-coder, mistral" in message
+
+
+async def test_model_not_found_as_a_400_is_recognised(open_provider: Open) -> None:
+    llama_cpp_python = error(
+        400,
+        {
+            "error": {
+                "message": "The model `big.gguf` does not exist",
+                "type": "invalid_request_error",
+                "param": None,
+                "code": "model_not_found",
+            }
+        },
+    )
+    model = ScriptedModel([llama_cpp_python], models=("test-model", "small.gguf"))
+    with model, pytest.raises(ProviderError) as caught:
+        await ask(open_provider(model.base_url))
+    assert "available: test-model, small.gguf" in caught.value.message
+
+
+async def test_a_base_url_missing_v1_says_to_check_the_url(open_provider: Open) -> None:
+    with ScriptedModel([reply("never")]) as model, pytest.raises(ProviderError) as caught:
+        await ask(open_provider(model.base_url.removesuffix("/v1")))
+    assert caught.value.status == 404
+    assert "lspAgent.baseUrl" in caught.value.message
+
+
+async def test_a_prompt_over_the_context_window_names_the_setting(open_provider: Open) -> None:
+    too_long = error(
+        400,
+        {
+            "error": {
+                "message": "This model's maximum context length is 8192 tokens.",
+                "code": "context_length_exceeded",
+            }
+        },
+    )
+    with ScriptedModel([too_long]) as model, pytest.raises(ProviderError) as caught:
+        await ask(open_provider(model.base_url))
+    assert "lspAgent.contextWindow" in caught.value.message
+    assert "8192" in caught.value.message
+
+
+async def test_other_client_errors_are_not_retried(open_provider: Open) -> None:
+    model = ScriptedModel([error(400, {"error": {"message": "bad temperature"}})])
+    with model, pytest.raises(ProviderError) as caught:
+        await ask(open_provider(model.base_url))
+    assert caught.value.status == 400
+    assert "bad temperature" in caught.value.message
+    assert len(model.requests) == 1
+
+
+def test_an_unknown_provider_names_the_setting() -> None:
+    with pytest.raises(ProviderError, match="LSP_AGENT_PROVIDER"):
+        make_provider("gemini", "http://localhost", "m", None)
+
+
+# What goes out
+
+
+async def test_null_assistant_content_is_never_sent(open_provider: Open) -> None:
+    history = [
+        *ASK,
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "read_file", "arguments": '{"path": "a.py"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "print('a')"},
+    ]
+    with ScriptedModel([reply("done")]) as model:
+        answer, _ = await ask(open_provider(model.base_url), history, [READ_FILE])
+    assert answer.text == "done"
+    assert model.requests[0]["messages"][2]["content"] == ""
+    assert history[2]["content"] is None  # the caller's history is left alone
+
+
+async def test_the_fake_refuses_null_content_like_llama_cpp_python() -> None:
+    body = {
+        "model": "test-model",
+        "messages": [
+            {"role": "user", "content": "hi"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c", "content": "x"},
+        ],
+    }
+    with ScriptedModel([reply("never")]) as model:
+        async with httpx.AsyncClient() as client:
+            answer = await client.post(f"{model.base_url}/chat/completions", json=body)
+    assert answer.status_code == 500
+    assert model.remaining == 1
+
+
+@pytest.mark.parametrize(
+    ("messages", "fragment"),
+    [
+        ([{"role": "tool", "tool_call_id": "x", "content": "?"}], "preceeding message"),
+        (
+            [
+                {"role": "user", "content": "hi"},
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [
+                        {"id": "c", "type": "function", "function": {"name": "f", "arguments": ""}}
+                    ],
+                },
+                {"role": "user", "content": "and?"},
+            ],
+            "did not have response messages: c",
+        ),
+    ],
+)
+async def test_the_fake_refuses_tool_messages_out_of_order(
+    messages: list[dict[str, Any]], fragment: str
+) -> None:
+    with ScriptedModel([reply("never")]) as model:
+        async with httpx.AsyncClient() as client:
+            answer = await client.post(
+                f"{model.base_url}/chat/completions",
+                json={"model": "test-model", "messages": messages},
+            )
+            missing_model = await client.post(
+                f"{model.base_url}/chat/completions", json={"messages": messages}
+            )
+    assert answer.status_code == 400
+    assert fragment in answer.json()["error"]["message"]
+    assert missing_model.status_code == 400
+
+
+async def test_models_are_listed(open_provider: Open) -> None:
+    with ScriptedModel(models=("a", "b")) as model:
+        assert await open_provider(model.base_url).list_models() == ["a", "b"]
+
+
+# The llama-cpp-python refusal
+
+
+async def test_a_server_that_cannot_stream_with_tools_gets_plain_requests_from_then_on(
+    open_provider: Open,
+) -> None:
+    script = [
+        refuse_stream_with_tools(),
+        tool_call("read_file", {"path": "a.py"}, "call_1", text="Reading a.py."),
+        reply("It prints a."),
+        reply("Hello", chunks=2),
+    ]
+    with ScriptedModel(script) as model:
+        provider = open_provider(model.base_url)
+        first, first_chunks = await ask(provider, tools=[READ_FILE])
+        history = [
+            *ASK,
+            first.message(),
+            {"role": "tool", "tool_call_id": "call_1", "content": "print('a')"},
+        ]
+        second, second_chunks = await ask(provider, history, [READ_FILE])
+        _, plain_chunks = await ask(provider)
+    assert first.tool_calls[0].name == "read_file"
+    assert first_chunks == ["Reading a.py."]
+    assert second.text == "It prints a."
+    assert second_chunks == ["It prints a."]
+    assert [request["stream"] for request in model.requests] == [True, False, False, True]
+    assert "stream_options" not in model.requests[1]
+    assert plain_chunks == ["Hel", "lo"]  # without tools, streaming still works
+    assert second.usage.estimated is False
+
+
+# Cancellation
+
+
+async def test_cancelling_the_turn_closes_the_stream(open_provider: Open) -> None:
+    with ScriptedModel([hang_after("Thinking about")]) as model:
+        provider = open_provider(model.base_url)
+        started = asyncio.Event()
+        task = asyncio.create_task(provider.complete(ASK, [], lambda _: started.set()))
+        await asyncio.wait_for(started.wait(), 5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert await asyncio.to_thread(model.client_disconnected.wait, 2)
+
+
+# Anthropic
+
+
+def test_anthropic_request_takes_system_as_a_cached_parameter() -> None:
+    request = to_anthropic(ASK, [])
+    assert request["system"] == [
+        {"type": "text", "text": "You are a test.", "cache_control": {"type": "ephemeral"}}
+    ]
+    assert [message["role"] for message in request["messages"]] == ["user"]
+    assert "tools" not in request
+
+
+def test_anthropic_request_turns_tool_calls_into_blocks_and_merges_results() -> None:
+    history = [
+        *ASK,
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "t1",
+                    "type": "function",
+                    "function": {"name": "read_file", "arguments": '{"path": "a.py"}'},
+                },
+                {"id": "t2", "type": "function", "function": {"name": "search", "arguments": "{"}},
+            ],
+        },
+        {"role": "tool", "tool_call_id": "t1", "content": "print('a')"},
+        {"role": "tool", "tool_call_id": "t2", "content": "no matches"},
+        {"role": "user", "content": "<context>reminder</context>"},
+    ]
+    request = to_anthropic(history, [READ_FILE])
+    messages = request["messages"]
+    assert [message["role"] for message in messages] == ["user", "assistant", "user"]
+    assert messages[1]["content"] == [
+        {"type": "tool_use", "id": "t1", "name": "read_file", "input": {"path": "a.py"}},
+        {"type": "tool_use", "id": "t2", "name": "search", "input": {}},  # malformed → {}
+    ]
+    last = messages[2]["content"]
+    assert [block["type"] for block in last] == ["tool_result", "tool_result", "text"]
+    assert last[0]["tool_use_id"] == "t1" and last[0]["content"] == "print('a')"
+    # Breakpoints: the system prompt, the end of the stored history, the reminder.
+    assert "cache_control" not in last[0]
+    assert last[1]["cache_control"] == {"type": "ephemeral"}
+    assert last[2]["cache_control"] == {"type": "ephemeral"}
+    marked = [
+        block for message in messages for block in message["content"] if "cache_control" in block
+    ]
+    assert len(marked) + len(request["system"]) <= 4
+    assert request["tools"] == [
+        {
+            "name": "read_file",
+            "description": "Read a file.",
+            "input_schema": READ_FILE["function"]["parameters"],
+        }
+    ]
+    assert history[2]["content"] is None  # pure: the input is untouched
+
+
+async def test_anthropic_streams_text_and_tool_calls_with_cache_usage(open_provider: Open) -> None:
+    script = [
+        reply("Looking.", prompt_tokens=2000, cached_tokens=1500),
+        tool_call("read_file", {"path": "a.py"}, "toolu_1", text="Reading."),
+        reply("Done.", usage=False),
+    ]
+    with ScriptedAnthropic(script, models=("claude-test",), api_key="ak-secret") as model:
+        provider = open_provider(model.base_url, "claude-test", "ak-secret", "anthropic")
+        first, chunks = await ask(provider)
+        assert "".join(chunks) == first.text == "Looking."
+        assert first.usage == Usage(2000, 2, 1500, False)
+        assert first.finish_reason == "stop"
+
+        second, _ = await ask(provider, tools=[READ_FILE])
+        assert second.text == "Reading."
+        assert second.tool_calls[0].id == "toolu_1"
+        assert json.loads(second.tool_calls[0].arguments) == {"path": "a.py"}
+        assert second.finish_reason == "tool_calls"
+
+        history = [
+            *ASK,
+            second.message(),
+            {"role": "tool", "tool_call_id": "toolu_1", "content": "print('a')"},
+            {"role": "user", "content": "<context>reminder</context>"},
+        ]
+        third, _ = await ask(provider, history, [READ_FILE])
+        assert third.text == "Done."
+        assert third.usage.estimated is True
+    assert model.rejections == []
+    headers = model.headers[0]
+    assert headers["x-api-key"] == "ak-secret"
+    assert headers["anthropic-version"]
+    assert "authorization" not in headers
+    assert model.requests[0]["max_tokens"] > 0
+
+
+async def test_anthropic_wrong_key_names_the_settings(open_provider: Open) -> None:
+    with ScriptedAnthropic([reply("never")], models=("claude-test",), api_key="right") as model:
+        provider = open_provider(model.base_url, "claude-test", "wrong-key-xyz", "anthropic")
+        with pytest.raises(ProviderError) as caught:
+            await ask(provider)
+    assert caught.value.status == 401
+    assert "ANTHROPIC_API_KEY" in caught.value.message
+    assert "wrong-key-xyz" not in caught.value.message
+
+
+async def test_anthropic_overload_is_retried(open_provider: Open) -> None:
+    with ScriptedAnthropic([error(529), reply("ok")], models=("claude-test",)) as model:
+        provider = open_provider(model.base_url + "/v1", "claude-test", None, "anthropic")
+        answer, _ = await ask(provider)
+    assert answer.text == "ok"
+    assert len(model.requests) == 2
+
+
+def test_make_provider_builds_the_named_kind() -> None:
+    assert isinstance(make_provider("openai", "http://h/v1", "m", None), OpenAIProvider)
+    assert isinstance(make_provider("Anthropic", "http://h", "m", None), AnthropicProvider)
+
+
+def test_retry_after_is_read_as_seconds_milliseconds_or_a_date() -> None:
+    now = time.time()
+    assert retry_after_seconds({"retry-after": "2"}) == 2.0
+    assert retry_after_seconds({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
+    in_ten = retry_after_seconds({"retry-after": formatdate(now + 10, usegmt=True)}, now=now)
+    assert in_ten is not None and 9 <= in_ten <= 11
+    assert retry_after_seconds({"retry-after": "soon"}) is None
+    assert retry_after_seconds({}) is None
