@@ -1,0 +1,1 @@
+"""The agent's tools: path confinement, reading, searching, editing, commands."""

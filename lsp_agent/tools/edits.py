@@ -1,0 +1,632 @@
+"""From the model's `edit_file(path, old, new)` to the text edits an editor previews.
+
+`plan_edit` computes a file's new text: `old` must occur exactly once, and line endings and
+indentation are forgiven only when that still leaves exactly one place. `text_edits` turns a
+(before, after) pair into the minimal LSP text edits, in any LSP position encoding;
+`apply_text_edits` applies such edits as an editor does; `unified_diff` shows a change to the
+user or the model. Everything here is pure: no I/O, no pygls.
+"""
+
+from __future__ import annotations
+
+import bisect
+import difflib
+import itertools
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from lsp_agent.errors import ToolError
+
+ENCODINGS = ("utf-8", "utf-16", "utf-32")
+"""The LSP position encodings (`PositionEncodingKind`) understood here."""
+
+_EOL = re.compile(r"\r\n|\r|\n")
+_LONE_LF = re.compile(r"(?<!\r)\n")
+_LONE_CR = re.compile(r"\r(?!\n)")
+
+_MAX_LINE_NUMBERS = 20
+"""How many line numbers an `ambiguous` message lists."""
+_NEAR_LINES = 8
+"""How many lines a `not_found` message quotes at most."""
+_NEAR_LINE_CHARS = 200
+"""Quoted lines (and lines compared for similarity) are cut to this many characters."""
+_NEAR_PROBES = 5
+"""How many lines of `old` are looked up when searching for the most similar place."""
+_NEAR_CUTOFF = 0.5
+"""Lines less similar than this (difflib ratio) are not counted as near."""
+
+
+@dataclass(frozen=True)
+class TextEdit:
+    """Replace the range [start, end) of the original text by `new_text`.
+
+    Lines are 0-based and split like LSP (`\\n`, `\\r\\n`, lone `\\r`); characters are counted in
+    the position encoding the edit was computed for.
+    """
+
+    start_line: int
+    start_character: int
+    end_line: int
+    end_character: int
+    new_text: str
+
+
+def plan_edit(text: str, old: str, new: str, *, path: str = "the file") -> str:
+    """Return `text` with the single occurrence of `old` replaced by `new`.
+
+    Tried in order, and used only when exactly one place matches at that level: the exact text;
+    the exact text with the model's LF line endings turned into the file's CRLF (or CR); whole
+    lines compared without trailing whitespace; whole lines compared without any surrounding
+    whitespace (then `new` is re-indented to the file's indentation). The replacement keeps the
+    file's line endings. Raises `ToolError` (`not_found`, `ambiguous`, `empty_old`) with a
+    message that tells the model what to do next.
+    """
+    if not old:
+        raise ToolError(
+            f"old is empty: pass the exact text to replace in {path}, copied from read_file "
+            "without the line numbers; to create a new file use write_file instead.",
+            reason="empty_old",
+        )
+
+    found = _occurrences(text, old)
+    if len(found) == 1:
+        start, end = found[0], found[0] + len(old)
+        return text[:start] + _with_local_eol(new, old, text, start, end) + text[end:]
+    if found:
+        raise _ambiguous(text, found, path, how=None)
+
+    if "\n" in old and "\r" not in old:
+        for eol in _other_eols(text):
+            converted = old.replace("\n", eol)
+            found = _occurrences(text, converted)
+            if len(found) == 1:
+                start, end = found[0], found[0] + len(converted)
+                return text[:start] + _LONE_LF.sub(eol, new) + text[end:]
+            if found:
+                name = "CRLF" if eol == "\r\n" else "CR"
+                raise _ambiguous(text, found, path, how=f"once its line endings are made {name}")
+
+    if old.strip():
+        lines = _split_lines(text)
+        contents = [_content(line) for line in lines]
+        old_lines = _EOL.split(old)
+        old_ends_with_eol = len(old_lines) > 1 and old_lines[-1] == ""
+        if old_ends_with_eol:
+            old_lines.pop()
+        levels: tuple[tuple[Callable[[str], str], bool, str], ...] = (
+            (str.rstrip, False, "when trailing whitespace is ignored"),
+            (str.strip, True, "when indentation is ignored"),
+        )
+        for key, reindent, how in levels:
+            matches = _line_matches(contents, old_lines, key)
+            if len(matches) == 1:
+                return _replace_lines(
+                    text, lines, matches[0], old_lines, old_ends_with_eol, new, reindent=reindent
+                )
+            if matches:
+                offsets = _line_offsets(lines)
+                raise _ambiguous(text, [offsets[i] for i in matches], path, how=how)
+
+    raise _not_found(text, old, path)
+
+
+def text_edits(before: str, after: str, encoding: str = "utf-16") -> list[TextEdit]:
+    """The minimal edits that turn `before` into `after`, sorted and non-overlapping.
+
+    A line diff finds the changed hunks; inside each hunk the common prefix and suffix are left
+    out, so a change in the middle of a line is a small edit. Positions are in the LSP position
+    `encoding` ("utf-16", "utf-8" or "utf-32") and never fall inside a CRLF pair or a character.
+    """
+    _check_encoding(encoding)
+    if before == after:
+        return []
+    a, b = _split_lines(before), _split_lines(after)
+    # Equal head and tail lines are cut first: the line diff then only sees the changed middle.
+    head = 0
+    while head < min(len(a), len(b)) and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(a), len(b)) - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    a_offsets, b_offsets = _line_offsets(a), _line_offsets(b)
+    starts = _line_starts(before)
+    edits: list[TextEdit] = []
+    for i1, i2, j1, j2 in _changed_lines(a[head : len(a) - tail], b[head : len(b) - tail]):
+        start, end = a_offsets[head + i1], a_offsets[head + i2]
+        new_start, new_end = b_offsets[head + j1], b_offsets[head + j2]
+        prefix = _common_prefix(before, start, end, after, new_start, new_end)
+        if _inside_crlf(before, start + prefix):
+            prefix -= 1
+        suffix = _common_suffix(before, start + prefix, end, after, new_start + prefix, new_end)
+        if _inside_crlf(before, end - suffix):
+            suffix -= 1
+        start, end = start + prefix, end - suffix
+        new_text = after[new_start + prefix : new_end - suffix]
+        if start == end and not new_text:
+            continue
+        start_line, start_character = _position(before, starts, start, encoding)
+        end_line, end_character = _position(before, starts, end, encoding)
+        edits.append(TextEdit(start_line, start_character, end_line, end_character, new_text))
+    return edits
+
+
+def _changed_lines(a: list[str], b: list[str]) -> list[tuple[int, int, int, int]]:
+    """The line ranges (a[i1:i2] becomes b[j1:j2]) that differ, in order.
+
+    Lines found exactly once on each side are matched first (as patience diff does) and
+    SequenceMatcher runs only between them: on a long stretch full of repeated lines (blank
+    lines, closing braces) SequenceMatcher takes time quadratic in its length.
+    """
+    changed: list[tuple[int, int, int, int]] = []
+    prev_i = prev_j = 0
+    for i, j in [*_unique_anchors(a, b), (len(a), len(b))]:
+        if prev_i < i or prev_j < j:
+            matcher = difflib.SequenceMatcher(None, a[prev_i:i], b[prev_j:j], autojunk=False)
+            for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+                if tag != "equal":
+                    changed.append((prev_i + i1, prev_i + i2, prev_j + j1, prev_j + j2))
+        prev_i, prev_j = i + 1, j + 1
+    return changed
+
+
+def _unique_anchors(a: list[str], b: list[str]) -> list[tuple[int, int]]:
+    """Pairs (i, j) with a[i] == b[j] unique on both sides, the longest run increasing in both."""
+    count_a: dict[str, int] = {}
+    for line in a:
+        count_a[line] = count_a.get(line, 0) + 1
+    count_b: dict[str, int] = {}
+    where_b: dict[str, int] = {}
+    for j, line in enumerate(b):
+        count_b[line] = count_b.get(line, 0) + 1
+        where_b[line] = j
+    pairs = [
+        (i, where_b[line])
+        for i, line in enumerate(a)
+        if count_a[line] == 1 and count_b.get(line) == 1
+    ]
+    # Longest increasing subsequence of the j's (patience sorting), O(k log k).
+    tops: list[int] = []
+    top_index: list[int] = []
+    back: list[int] = []
+    for k, (_, j) in enumerate(pairs):
+        pile = bisect.bisect_left(tops, j)
+        back.append(top_index[pile - 1] if pile else -1)
+        if pile == len(tops):
+            tops.append(j)
+            top_index.append(k)
+        else:
+            tops[pile] = j
+            top_index[pile] = k
+    chain: list[tuple[int, int]] = []
+    k = top_index[-1] if top_index else -1
+    while k >= 0:
+        chain.append(pairs[k])
+        k = back[k]
+    chain.reverse()
+    return chain
+
+
+def apply_text_edits(text: str, edits: Sequence[TextEdit], encoding: str = "utf-16") -> str:
+    """Apply `edits` (all positions refer to `text`) the way an editor does.
+
+    A character past the end of its line means the end of that line, a line past the end of the
+    text means its end. Inserts at the same position keep their order. Raises `ValueError` for
+    overlapping edits, a range that ends before it starts, or a position inside a character (such
+    as between the two halves of a UTF-16 surrogate pair).
+    """
+    _check_encoding(encoding)
+    starts = _line_starts(text)
+    spans: list[tuple[int, int, int, str]] = []
+    for order, edit in enumerate(edits):
+        start = _offset(text, starts, edit.start_line, edit.start_character, encoding)
+        end = _offset(text, starts, edit.end_line, edit.end_character, encoding)
+        if end < start:
+            raise ValueError(f"edit {order} ends before it starts: {edit}")
+        spans.append((start, end, order, edit.new_text))
+    spans.sort(key=lambda span: span[:3])
+    pieces: list[str] = []
+    cursor = 0
+    for start, end, order, new_text in spans:
+        if start < cursor:
+            raise ValueError(f"edit {order} overlaps an earlier edit")
+        pieces.append(text[cursor:start])
+        pieces.append(new_text)
+        cursor = end
+    pieces.append(text[cursor:])
+    return "".join(pieces)
+
+
+def unified_diff(path: str, before: str, after: str) -> str:
+    """A `git diff`-style unified diff of one file (a/ and b/ headers, 3 lines of context).
+
+    Empty when nothing changed. A last line without a newline is followed by
+    `\\ No newline at end of file`, as git and patch expect.
+    """
+    if before == after:
+        return ""
+    out: list[str] = []
+    for line in difflib.unified_diff(
+        _split_lf(before), _split_lf(after), f"a/{path}", f"b/{path}", n=3
+    ):
+        out.append(line)
+        if not line.endswith("\n"):
+            out.append("\n\\ No newline at end of file\n")
+    return "".join(out)
+
+
+def _occurrences(text: str, needle: str) -> list[int]:
+    """Start offsets of every occurrence of `needle`, overlapping ones included.
+
+    An occurrence that starts or ends between the CR and the LF of a CRLF pair does not count:
+    `"\\nfoo"` is not in `"a\\r\\nfoo"` as far as a model is concerned, and replacing it there
+    would leave a lone CR.
+    """
+    found: list[int] = []
+    at = text.find(needle)
+    while at >= 0:
+        if not (_inside_crlf(text, at) or _inside_crlf(text, at + len(needle))):
+            found.append(at)
+        at = text.find(needle, at + 1)
+    return found
+
+
+def _other_eols(text: str) -> list[str]:
+    """The line endings other than LF that `text` uses, CRLF first."""
+    eols: list[str] = []
+    if "\r\n" in text:
+        eols.append("\r\n")
+    if _LONE_CR.search(text):
+        eols.append("\r")
+    return eols
+
+
+def _with_local_eol(new: str, old: str, text: str, start: int, end: int) -> str:
+    """`new` with its LF line breaks written in the line ending used where it lands.
+
+    Only when `old` had no line break at all: an `old` with line breaks matched exactly, so its
+    line endings (and those of `new`) are the ones the model meant.
+    """
+    if "\n" not in new or "\n" in old or "\r" in old:
+        return new
+    eol = _eol_near(text, start, end)
+    return new if eol == "\n" else _LONE_LF.sub(eol, new)
+
+
+def _eol_near(text: str, start: int, end: int) -> str:
+    """The line ending after `end`, or else the last one before `start`; LF in a one-line text."""
+    match = _EOL.search(text, end)
+    if match:
+        return match.group()
+    last = max(text.rfind("\n", 0, start), text.rfind("\r", 0, start))
+    if last < 0:
+        return "\n"
+    if text[last] == "\r":
+        return "\r\n" if text.startswith("\n", last + 1) else "\r"
+    return "\r\n" if last > 0 and text[last - 1] == "\r" else "\n"
+
+
+def _split_lines(text: str) -> list[str]:
+    """Lines with their terminators, split on `\\n`, `\\r\\n` and lone `\\r` as LSP does."""
+    starts = _line_starts(text)
+    lines = [text[a:b] for a, b in itertools.pairwise(starts)]
+    if starts[-1] < len(text):
+        lines.append(text[starts[-1] :])
+    return lines
+
+
+def _split_lf(text: str) -> list[str]:
+    """Lines with their terminators, split on `\\n` only (as git does)."""
+    pieces = text.split("\n")
+    lines = [piece + "\n" for piece in pieces[:-1]]
+    if pieces[-1]:
+        lines.append(pieces[-1])
+    return lines
+
+
+def _line_starts(text: str) -> list[int]:
+    """Where each LSP line starts; a text ending in a line break has an empty last line."""
+    return [0, *(match.end() for match in _EOL.finditer(text))]
+
+
+def _line_offsets(lines: Sequence[str]) -> list[int]:
+    """Offsets of the start of each line, plus the end of the text."""
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
+    return offsets
+
+
+def _content(line: str) -> str:
+    """A line without its terminator."""
+    if line.endswith("\r\n"):
+        return line[:-2]
+    if line.endswith(("\n", "\r")):
+        return line[:-1]
+    return line
+
+
+def _line_matches(
+    contents: list[str], old_lines: list[str], key: Callable[[str], str]
+) -> list[int]:
+    """Indexes of the lines where `old_lines` match whole lines, once both are passed to `key`."""
+    want = [key(line) for line in old_lines]
+    keys = [key(line) for line in contents]
+    count = len(want)
+    return [
+        i
+        for i in range(len(keys) - count + 1)
+        if keys[i] == want[0] and keys[i : i + count] == want
+    ]
+
+
+def _replace_lines(
+    text: str,
+    lines: list[str],
+    first: int,
+    old_lines: list[str],
+    old_ends_with_eol: bool,
+    new: str,
+    *,
+    reindent: bool,
+) -> str:
+    """Replace the lines matched by `old_lines` at `first`, in the file's line endings."""
+    region = lines[first : first + len(old_lines)]
+    start = _line_offsets(lines)[first]
+    last_eol = region[-1][len(_content(region[-1])) :]
+    end = start + sum(len(line) for line in region)
+    if not old_ends_with_eol:
+        end -= len(last_eol)
+    eol = next(
+        (line[len(_content(line)) :] for line in region if line != _content(line)),
+        _eol_near(text, start, end),
+    )
+    new_lines = _EOL.split(new)
+    new_ends_with_eol = len(new_lines) > 1 and new_lines[-1] == ""
+    if new_ends_with_eol:
+        new_lines.pop()
+    if reindent:
+        new_lines = _reindent(new_lines, old_lines, [_content(line) for line in region], lines)
+    replacement = eol.join(new_lines)
+    # A file without a final newline keeps none, even when the model's old and new end in one.
+    if new_ends_with_eol and not (old_ends_with_eol and not last_eol):
+        replacement += eol
+    return text[:start] + replacement + text[end:]
+
+
+def _leading(line: str) -> str:
+    """A line's indentation (spaces and tabs)."""
+    return line[: len(line) - len(line.lstrip(" \t"))]
+
+
+def _reindent(
+    new_lines: list[str], old_lines: list[str], region: list[str], lines: list[str]
+) -> list[str]:
+    """Move `new_lines` by the indentation difference between the file and `old`.
+
+    The difference is taken at the first non-blank line of `old`; the result uses the file's
+    indentation character (tabs or spaces). Whitespace-only lines become empty.
+    """
+    first = next(i for i, line in enumerate(old_lines) if line.strip())
+    old_base, file_base = _leading(old_lines[first]), _leading(region[first])
+    file_tabs = _uses_tabs(region, lines)
+    model_indents = [_leading(line) for line in (*old_lines, *new_lines) if line.strip()]
+    model_tabs = any("\t" in indent for indent in model_indents)
+    unit = _indent_unit(old_lines, region, model_indents, lines, file_tabs, model_tabs)
+    same_style = file_tabs == model_tabs
+
+    def columns(indent: str) -> int:
+        return sum(unit if char == "\t" else 1 for char in indent)
+
+    def render(width: int) -> str:
+        if file_tabs:
+            return "\t" * (width // unit) + " " * (width % unit)
+        return " " * width
+
+    old_width, file_width = columns(old_base), columns(file_base)
+    out: list[str] = []
+    for line in new_lines:
+        body = line.lstrip(" \t")
+        if not body:
+            out.append("")
+            continue
+        indent = line[: len(line) - len(body)]
+        target = file_width + columns(indent) - old_width
+        if target >= file_width:
+            if same_style and indent.startswith(old_base):
+                extra = indent[len(old_base) :]
+            else:
+                extra = render(target - file_width)
+            out.append(file_base + extra + body)
+        else:
+            out.append(render(max(target, 0)) + body)
+    return out
+
+
+def _uses_tabs(region: list[str], lines: list[str]) -> bool:
+    """Whether the file indents with tabs: the matched lines decide, else the first indented one."""
+    for line in (*region, *lines):
+        indent = _leading(line)
+        if indent and line.strip():
+            return indent[0] == "\t"
+    return False
+
+
+def _indent_unit(
+    old_lines: list[str],
+    region: list[str],
+    model_indents: list[str],
+    lines: list[str],
+    file_tabs: bool,
+    model_tabs: bool,
+) -> int:
+    """How many spaces one tab stands for when the model and the file indent differently."""
+    if file_tabs == model_tabs:
+        return 4
+    pairs = [
+        (_leading(o), _leading(f))
+        for o, f in zip(old_lines, region, strict=True)
+        if o.strip() and f.strip()
+    ]
+    if pairs:
+        old_base, file_base = pairs[0]
+        for old_indent, file_indent in pairs[1:]:
+            spaces, tabs = (
+                (len(old_indent) - len(old_base), file_indent.count("\t") - file_base.count("\t"))
+                if file_tabs
+                else (
+                    len(file_indent) - len(file_base),
+                    old_indent.count("\t") - old_base.count("\t"),
+                )
+            )
+            if tabs and spaces % tabs == 0 and 0 < spaces // tabs <= 8:
+                return spaces // tabs
+    spaced = model_indents if file_tabs else [_leading(line) for line in lines]
+    widths = [len(indent) for indent in spaced if indent and "\t" not in indent]
+    common = math.gcd(*widths) if widths else 0
+    # Widths 8 and 16 alone could be one level of 8 or two of 4; the usual unit wins.
+    return next((unit for unit in (4, 2, 3) if common and common % unit == 0), 4)
+
+
+def _ambiguous(text: str, offsets: list[int], path: str, *, how: str | None) -> ToolError:
+    """The error for an `old` that matches in several places."""
+    starts = _line_starts(text)
+    numbers = sorted({bisect.bisect_right(starts, offset) for offset in offsets})
+    shown = ", ".join(str(n) for n in numbers[:_MAX_LINE_NUMBERS])
+    if len(numbers) > _MAX_LINE_NUMBERS:
+        shown += f" and {len(numbers) - _MAX_LINE_NUMBERS} more"
+    where = "line" if len(numbers) == 1 else "lines"
+    message = (
+        f"old text appears {len(offsets)} times in {path}: add surrounding lines to make it "
+        f"unique. It starts at {where} {shown}."
+    )
+    if how:
+        message += f" (It is not in the file exactly; these places match {how}.)"
+    return ToolError(message, reason="ambiguous")
+
+
+def _not_found(text: str, old: str, path: str) -> ToolError:
+    """The error for an `old` that matches nowhere, quoting the most similar lines."""
+    message = (
+        f"old text not found in {path}: read the file again; whitespace and indentation must match."
+    )
+    near = _nearest_lines(text, old)
+    if near:
+        message += f"\nThe most similar lines in {path} are:\n{near}"
+    else:
+        message += f"\nNo line of {path} looks like the lines of old."
+    return ToolError(message, reason="not_found")
+
+
+def _nearest_lines(text: str, old: str) -> str:
+    """The lines of `text` most like `old`, numbered from 1; empty when nothing is close."""
+    contents = [_content(line) for line in _split_lines(text)]
+    old_lines = _EOL.split(old.strip("\r\n"))
+    probes = sorted(
+        ((i, line.strip()[:_NEAR_LINE_CHARS]) for i, line in enumerate(old_lines) if line.strip()),
+        key=lambda probe: -len(probe[1]),
+    )[:_NEAR_PROBES]
+    candidates = [line.strip()[:_NEAR_LINE_CHARS] for line in contents]
+    scores: dict[int, float] = {}
+    matcher = difflib.SequenceMatcher(autojunk=False)
+    for index, probe in probes:
+        # seq2 is the one difflib caches: set it once per probe, as get_close_matches does.
+        matcher.set_seq2(probe)
+        # A line much longer than the probe is compared by its beginning: old may be part of it.
+        width = len(probe) + max(10, len(probe) // 2)
+        for number, candidate in enumerate(candidates):
+            matcher.set_seq1(candidate[:width])
+            if (
+                matcher.real_quick_ratio() >= _NEAR_CUTOFF
+                and matcher.quick_ratio() >= _NEAR_CUTOFF
+                and (ratio := matcher.ratio()) >= _NEAR_CUTOFF
+            ):
+                anchor = number - index
+                scores[anchor] = scores.get(anchor, 0.0) + ratio
+    if not scores:
+        return ""
+    anchor = max(scores, key=lambda a: (scores[a], -a))
+    first = max(anchor, 0)
+    last = min(anchor + len(old_lines), len(contents), first + _NEAR_LINES)
+    quoted: list[str] = []
+    for number in range(first, max(last, first + 1)):
+        line = contents[number]
+        if len(line) > _NEAR_LINE_CHARS:
+            line = line[:_NEAR_LINE_CHARS] + "…"
+        quoted.append(f"{number + 1:>6}\t{line}")
+    return "\n".join(quoted)
+
+
+def _check_encoding(encoding: str) -> None:
+    if encoding not in ENCODINGS:
+        raise ValueError(f"unknown position encoding {encoding!r}: use one of {ENCODINGS}")
+
+
+def _units(text: str, encoding: str) -> int:
+    """The length of `text` in the code units of an LSP position encoding."""
+    if encoding == "utf-32":
+        return len(text)
+    if encoding == "utf-16":
+        return len(text.encode("utf-16-le", "surrogatepass")) // 2
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _position(text: str, starts: list[int], offset: int, encoding: str) -> tuple[int, int]:
+    """The LSP (line, character) of a code-point `offset` in `text`."""
+    line = bisect.bisect_right(starts, offset) - 1
+    return line, _units(text[starts[line] : offset], encoding)
+
+
+def _offset(text: str, starts: list[int], line: int, character: int, encoding: str) -> int:
+    """The code-point offset of an LSP position in `text`, clamped as editors clamp."""
+    if line < 0 or character < 0:
+        raise ValueError(f"negative position ({line}, {character})")
+    if line >= len(starts):
+        return len(text)
+    begin = starts[line]
+    content = _content(text[begin : starts[line + 1]] if line + 1 < len(starts) else text[begin:])
+    if encoding == "utf-32" or _units(content, encoding) == len(content):
+        return begin + min(character, len(content))
+    units = 0
+    for index, char in enumerate(content):
+        if units == character:
+            return begin + index
+        units += _units(char, encoding)
+        if units > character:
+            raise ValueError(
+                f"position ({line}, {character}) falls inside the character {char!r} ({encoding})"
+            )
+    return begin + len(content)
+
+
+def _inside_crlf(text: str, offset: int) -> bool:
+    """Whether `offset` falls between the CR and the LF of a CRLF pair."""
+    return 0 < offset < len(text) and text[offset - 1] == "\r" and text[offset] == "\n"
+
+
+def _common_prefix(a: str, a_start: int, a_end: int, b: str, b_start: int, b_end: int) -> int:
+    """Length of the common prefix of a[a_start:a_end] and b[b_start:b_end]."""
+    limit = min(a_end - a_start, b_end - b_start)
+    low, high = 0, limit
+    # Binary search on slice equality: C-speed comparisons, O(n log n) at worst.
+    while low < high:
+        mid = (low + high + 1) // 2
+        if a[a_start + low : a_start + mid] == b[b_start + low : b_start + mid]:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+def _common_suffix(a: str, a_start: int, a_end: int, b: str, b_start: int, b_end: int) -> int:
+    """Length of the common suffix of a[a_start:a_end] and b[b_start:b_end]."""
+    limit = min(a_end - a_start, b_end - b_start)
+    low, high = 0, limit
+    while low < high:
+        mid = (low + high + 1) // 2
+        if a[a_end - mid : a_end - low] == b[b_end - mid : b_end - low]:
+            low = mid
+        else:
+            high = mid - 1
+    return low
