@@ -55,6 +55,8 @@ class EditOutcome:
     applied: bool
     reason: str | None = None
     """The client's `failureReason` (or the user's words) when not applied."""
+    stale: bool = False
+    """Not applied because the buffer changed after the edit was computed (the user typed)."""
 
 
 class EditorPort(Protocol):

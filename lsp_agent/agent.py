@@ -1,0 +1,403 @@
+"""The agent loop: one turn = model call → tool calls → results → … → answer.
+
+`Agent` owns the sessions of one workspace. A turn runs as its own asyncio task so that a cancel
+(from any of the editor's three paths) closes the model stream or the running tool at once, and
+the turn still ends with a result and a transcript that says what happened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lsp_agent.config import Settings, require_model
+from lsp_agent.context import reminder
+from lsp_agent.errors import UserError
+from lsp_agent.port import Document, EditorPort
+from lsp_agent.prompt import read_instructions, system_prompt
+from lsp_agent.provider import Provider, ProviderError, ToolCall, Usage, estimate_tokens
+from lsp_agent.session import SessionStore, Transcript
+from lsp_agent.tools.toolbox import TOOL_SCHEMAS, EditCounts, Toolbox, ToolResult
+from lsp_agent.tools.workspace import Workspace
+
+COMPLETED = "completed"
+CANCELLED = "cancelled"
+FAILED = "failed"
+MAX_TURNS = "max_turns"
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What the user was looking at when they asked: a file and a range of lines."""
+
+    path: Path
+    start_line: int = 0
+    """1-based, inclusive; 0 when the user pointed at the whole file."""
+    end_line: int = 0
+    text: str = ""
+
+
+@dataclass
+class TurnResult:
+    """The answer to `lspAgent.ask`."""
+
+    session: str
+    status: str
+    answer: str
+    edits: EditCounts
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The `lspAgent.ask` result shape of DESIGN §3."""
+        result: dict[str, Any] = {
+            "session": self.session,
+            "status": self.status,
+            "answer": self.answer,
+            "edits": {
+                "proposed": self.edits.proposed,
+                "applied": self.edits.applied,
+                "rejected": self.edits.rejected,
+            },
+        }
+        if self.error is not None:
+            result["error"] = self.error
+        return result
+
+
+@dataclass
+class Session:
+    """One conversation: its stored history, transcript, tools, and the turn running on it."""
+
+    transcript: Transcript
+    history: list[dict[str, Any]]
+    """Every stored message, system prompt first; what is sent is derived from it."""
+    toolbox: Toolbox
+    turns: int = 0
+    """Number of user prompts so far."""
+    task: asyncio.Task[TurnResult] | None = None
+    """The running turn, if any: one at a time per session."""
+    prompt_tokens: int = 0
+    """`usage.prompt_tokens` of the last model call (or its estimate)."""
+    cached_tokens: int | None = None
+    bytes_since_usage: int = 0
+    """Bytes of messages stored since `prompt_tokens` was measured."""
+
+    @property
+    def id(self) -> str:
+        return self.transcript.session_id
+
+    @property
+    def running(self) -> bool:
+        return self.task is not None and not self.task.done()
+
+    @property
+    def context_tokens(self) -> int:
+        """Tokens of the next request: last measured prompt plus an estimate of what came after."""
+        if self.prompt_tokens == 0:
+            size = len(json.dumps(self.history, ensure_ascii=False).encode())
+            return estimate_tokens(size)
+        return self.prompt_tokens + estimate_tokens(self.bytes_since_usage)
+
+
+class Agent:
+    """Runs turns for the sessions of one workspace through one editor port."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        workspace: Workspace,
+        port: EditorPort,
+        store: SessionStore,
+        provider_factory: Callable[[Settings], Provider],
+    ) -> None:
+        self.settings = settings
+        """Settings in effect; replaced as a whole when the editor's change."""
+        self.workspace = workspace
+        self.port = port
+        self.store = store
+        self.sessions: dict[str, Session] = {}
+        """Sessions loaded in this process, by id."""
+        self._provider_factory = provider_factory
+        self._provider: Provider | None = None
+
+    @property
+    def provider(self) -> Provider:
+        """The model endpoint, made on first use from the current settings."""
+        if self._provider is None:
+            self._provider = self._provider_factory(self.settings)
+        return self._provider
+
+    async def update_settings(self, settings: Settings) -> None:
+        """Take new settings; the provider is rebuilt when what it depends on changed."""
+        old, self.settings = self.settings, settings
+        keys = ("provider", "base_url", "model", "api_key")
+        if self._provider is not None and any(
+            getattr(old, k) != getattr(settings, k) for k in keys
+        ):
+            provider, self._provider = self._provider, None
+            await provider.aclose()
+
+    async def aclose(self) -> None:
+        """Cancel running turns and close the provider."""
+        for session in self.sessions.values():
+            if session.task is not None and not session.task.done():
+                session.task.cancel()
+        tasks = [s.task for s in self.sessions.values() if s.task is not None]
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self._provider is not None:
+            await self._provider.aclose()
+
+    def new_session(self) -> Session:
+        """Start a conversation with a fresh transcript and a system prompt fixed for its life."""
+        transcript = self.store.create()
+        self._redact(transcript)
+        instructions = read_instructions(self.workspace.root)
+        system = {"role": "system", "content": system_prompt(self.workspace.root, instructions)}
+        session = Session(transcript, [], self._toolbox())
+        self.sessions[session.id] = session
+        self._store(session, system)
+        return session
+
+    def session(self, session_id: str | None) -> Session:
+        """The named session (loaded from its transcript if needed), else the most recent one."""
+        if session_id is None:
+            if self.sessions:
+                return max(self.sessions.values(), key=lambda s: s.id)
+            latest = self.store.latest()
+            if latest is None:
+                return self.new_session()
+            session_id = latest.session_id
+        if session_id in self.sessions:
+            return self.sessions[session_id]
+        try:
+            transcript = self.store.open(session_id)
+        except (KeyError, ValueError) as error:
+            raise UserError(
+                f"no session {session_id!r} in this workspace: "
+                "lspAgent.sessions lists them; omit `session` to continue the latest"
+            ) from error
+        self._redact(transcript)
+        history = transcript.messages()
+        if not history or history[0].get("role") != "system":
+            instructions = read_instructions(self.workspace.root)
+            history.insert(
+                0, {"role": "system", "content": system_prompt(self.workspace.root, instructions)}
+            )
+        session = Session(transcript, history, self._toolbox(), turns=transcript.turns)
+        self.sessions[session.id] = session
+        return session
+
+    def start(
+        self,
+        prompt: str,
+        session_id: str | None = None,
+        selection: Selection | None = None,
+        mode: str | None = None,
+    ) -> Session:
+        """Start a turn on a session; raises `UserError` when it cannot start."""
+        require_model(self.settings)
+        session = self.session(session_id)
+        if session.running:
+            raise UserError(
+                f"session {session.id} is already running a turn: wait for it to end, "
+                "or cancel it with lspAgent.cancel"
+            )
+        review = (mode or self.settings.mode) == "review"
+        session.toolbox.needs_confirmation = lambda: review
+        session.task = asyncio.create_task(self._turn(session, prompt, selection))
+        return session
+
+    async def wait(self, session: Session) -> TurnResult:
+        """The result of the session's turn. If the waiter is cancelled, so is the turn."""
+        task = session.task
+        assert task is not None
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            task.cancel()
+            return await task
+
+    async def ask(
+        self,
+        prompt: str,
+        session_id: str | None = None,
+        selection: Selection | None = None,
+        mode: str | None = None,
+    ) -> TurnResult:
+        """Run one turn and return how it ended."""
+        return await self.wait(self.start(prompt, session_id, selection, mode))
+
+    async def workspace_document(self, path: Path) -> Document:
+        """A file as the editor shows it: the open buffer, else the disk."""
+        return await self._toolbox().current(path)
+
+    def cancel(self, session_id: str) -> bool:
+        """Cancel the session's running turn; False when nothing was running."""
+        session = self.sessions.get(session_id)
+        if session is None or session.task is None or session.task.done():
+            return False
+        session.task.cancel()
+        return True
+
+    def status(self) -> list[dict[str, Any]]:
+        """Per-session figures for `lspAgent.status`."""
+        return [
+            {
+                "session": s.id,
+                "running": s.running,
+                "contextTokens": s.context_tokens,
+                "cachedTokens": s.cached_tokens,
+                "turns": s.turns,
+            }
+            for s in self.sessions.values()
+        ]
+
+    async def _turn(self, session: Session, prompt: str, selection: Selection | None) -> TurnResult:
+        session.turns += 1
+        turn = session.turns
+        counts = EditCounts()
+        session.toolbox.counts = counts
+        streamed: list[str] = []
+        pending: list[ToolCall] = []
+
+        def emit(kind: str, **fields: Any) -> None:
+            self.port.emit({"session": session.id, "turn": turn, "kind": kind, **fields})
+
+        def finish(status: str, answer: str, error: str | None = None) -> TurnResult:
+            session.transcript.append(
+                {"type": "turn", "turn": turn, "status": status, "error": error}
+            )
+            emit("status", status=status, **({"error": error} if error else {}))
+            return TurnResult(session.id, status, answer, counts, error)
+
+        answer = ""
+        try:
+            self._store(session, {"role": "user", "content": _user_text(prompt, selection, self)})
+            for _ in range(self.settings.max_turns):
+                streamed.clear()
+                request = [*session.history, await reminder.reminder_message(self.workspace.root)]
+
+                def on_text(chunk: str) -> None:
+                    streamed.append(chunk)
+                    emit("text", text=chunk)
+
+                reply = await self.provider.complete(request, TOOL_SCHEMAS, on_text)
+                self._measure(session, reply.usage)
+                pending = list(reply.tool_calls)
+                self._store(session, reply.message())
+                if reply.text:
+                    answer = reply.text
+                if not reply.tool_calls:
+                    return finish(COMPLETED, answer)
+                while pending:
+                    call = pending[0]
+                    emit("tool", name=call.name, args=_display_args(call.arguments))
+                    result = await self._run_tool(session, call)
+                    emit("toolResult", name=call.name, ok=result.ok, summary=result.summary)
+                    if result.edit is not None:
+                        emit("edit", uri=result.edit[0].as_uri(), applied=result.edit[1])
+                    self._store(session, _tool_message(call, result.text))
+                    pending.pop(0)
+            note = (
+                f"stopped after {self.settings.max_turns} model calls (maxTurns); "
+                "ask again to continue"
+            )
+            return finish(MAX_TURNS, answer or note, note)
+        except asyncio.CancelledError:
+            self._close_pending(session, pending, "cancelled by the user before this tool finished")
+            session.transcript.append(
+                {"type": "event", "kind": "cancelled", "turn": turn, "partial": "".join(streamed)}
+            )
+            return finish(CANCELLED, "".join(streamed) or answer)
+        except ProviderError as error:
+            self._close_pending(session, pending, "not run: the model endpoint failed")
+            return finish(FAILED, answer, error.message)
+        except Exception as error:  # a bug of ours: the user gets a sentence, the log the trace
+            self.port.log("".join(traceback.format_exception(error)))
+            self._close_pending(session, pending, "not run: lsp-agent hit an internal error")
+            return finish(FAILED, answer, f"internal error in lsp-agent: {error!r}; see the log")
+
+    async def _run_tool(self, session: Session, call: ToolCall) -> ToolResult:
+        """Run a tool; a crash of ours becomes a result the model can work around."""
+        try:
+            return await session.toolbox.run(call.name, call.arguments)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            self.port.log("".join(traceback.format_exception(error)))
+            text = (
+                f"error: the {call.name} tool crashed ({type(error).__name__}: {error}). "
+                "This is a bug in lsp-agent, not in your call; try another way."
+            )
+            return ToolResult(text=text, ok=False, summary=text[:200], reason="crash")
+
+    def _close_pending(self, session: Session, pending: list[ToolCall], why: str) -> None:
+        """Answer tool calls that will never run, so the stored history stays valid."""
+        for call in pending:
+            self._store(session, _tool_message(call, f"error: {why}"))
+        pending.clear()
+
+    def _store(self, session: Session, message: dict[str, Any]) -> None:
+        session.history.append(message)
+        session.bytes_since_usage += len(json.dumps(message, ensure_ascii=False).encode())
+        session.transcript.append({"type": "message", "turn": session.turns, "message": message})
+
+    def _measure(self, session: Session, usage: Usage) -> None:
+        session.prompt_tokens = usage.prompt_tokens + usage.completion_tokens
+        session.cached_tokens = usage.cached_tokens
+        session.bytes_since_usage = 0
+        session.transcript.append(
+            {
+                "type": "event",
+                "kind": "usage",
+                "prompt_tokens": usage.prompt_tokens,
+                "completion_tokens": usage.completion_tokens,
+                "cached_tokens": usage.cached_tokens,
+                "estimated": usage.estimated,
+            }
+        )
+
+    def _toolbox(self) -> Toolbox:
+        review = self.settings.mode == "review"
+        return Toolbox(self.workspace, self.port, lambda: review)
+
+    def _redact(self, transcript: Transcript) -> None:
+        if self.settings.api_key:
+            transcript.redact(self.settings.api_key)
+
+
+def _user_text(prompt: str, selection: Selection | None, agent: Agent) -> str:
+    if selection is None:
+        return prompt
+    rel = agent.workspace.relative(selection.path)
+    if selection.start_line == 0:
+        return f"{prompt}\n\nThe user is looking at {rel}."
+    lines = (
+        f"line {selection.start_line}"
+        if selection.start_line == selection.end_line
+        else f"lines {selection.start_line}-{selection.end_line}"
+    )
+    return f"{prompt}\n\nThe user is looking at {rel}, {lines}:\n```\n{selection.text}\n```"
+
+
+def _tool_message(call: ToolCall, text: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call.id, "content": text}
+
+
+def _display_args(arguments: str) -> Any:
+    """The call's arguments for the editor's event stream: parsed when possible, shortened."""
+    try:
+        value: Any = json.loads(arguments)
+    except json.JSONDecodeError:
+        return arguments[:500]
+    if isinstance(value, dict):
+        return {
+            k: (v[:500] + "…" if isinstance(v, str) and len(v) > 500 else v)
+            for k, v in value.items()
+        }
+    return value

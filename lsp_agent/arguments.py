@@ -1,0 +1,123 @@
+"""Checking the argument object of each `lspAgent.*` command (DESIGN §3).
+
+Unknown keys are ignored; a wrong type or a missing key is an `ArgumentError` whose message names
+the key, which the server sends back as a JSON-RPC "invalid params" error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+class ArgumentError(ValueError):
+    """A command argument is missing or has the wrong type; the message names the key."""
+
+
+@dataclass(frozen=True)
+class Position:
+    line: int
+    character: int
+
+
+@dataclass(frozen=True)
+class Range:
+    start: Position
+    end: Position
+
+
+@dataclass(frozen=True)
+class AskArguments:
+    """`lspAgent.ask`."""
+
+    prompt: str
+    """What the user asks, as typed."""
+    session: str | None = None
+    """The session to continue; the workspace's latest when omitted."""
+    uri: str | None = None
+    """The document the user is looking at."""
+    range: Range | None = None
+    """The selection in `uri`, in the negotiated position encoding."""
+    mode: str | None = None
+    """`review` (the editor asks before applying) or `auto`; the `mode` setting when omitted."""
+
+
+def single_object(command: str, arguments: Sequence[Any]) -> dict[str, Any]:
+    """The one argument object every command takes (absent means `{}`)."""
+    if len(arguments) == 0:
+        return {}
+    if len(arguments) > 1 or not isinstance(arguments[0], dict):
+        raise ArgumentError(
+            f"{command} takes one argument object, e.g. "
+            + ('{"prompt": "..."}' if command.endswith(".ask") else '{"session": "..."}')
+        )
+    return arguments[0]
+
+
+def ask_arguments(arguments: Sequence[Any]) -> AskArguments:
+    """Check `lspAgent.ask`'s argument object."""
+    raw = single_object("lspAgent.ask", arguments)
+    prompt = _string(raw, "prompt", required=True)
+    assert prompt is not None
+    if not prompt.strip():
+        raise ArgumentError("prompt must not be empty: say what the agent should do")
+    mode = _string(raw, "mode")
+    if mode is not None and mode not in ("review", "auto"):
+        raise ArgumentError(f'mode must be "review" or "auto", not {mode!r}')
+    uri = _string(raw, "uri")
+    selection = None
+    if raw.get("range") is not None:
+        if uri is None:
+            raise ArgumentError("range needs uri: say which document the range is in")
+        selection = _range(raw["range"], "range")
+    return AskArguments(prompt, _string(raw, "session"), uri, selection, mode)
+
+
+def session_argument(command: str, arguments: Sequence[Any], *, required: bool) -> str | None:
+    """The `session` key of `lspAgent.cancel` / `lspAgent.status`."""
+    return _string(single_object(command, arguments), "session", required=required)
+
+
+def _string(raw: dict[str, Any], key: str, *, required: bool = False) -> str | None:
+    value = raw.get(key)
+    if value is None:
+        if required:
+            raise ArgumentError(f"missing key {key!r}: it must be a string")
+        return None
+    if not isinstance(value, str):
+        raise ArgumentError(f"{key} must be a string, not {_kind(value)}")
+    return value
+
+
+def _range(value: Any, key: str) -> Range:
+    if not isinstance(value, dict):
+        raise ArgumentError(f"{key} must be an object {{start, end}}, not {_kind(value)}")
+    start = _position(value.get("start"), f"{key}.start")
+    end = _position(value.get("end"), f"{key}.end")
+    if (end.line, end.character) < (start.line, start.character):
+        raise ArgumentError(f"{key}.end is before {key}.start")
+    return Range(start, end)
+
+
+def _position(value: Any, key: str) -> Position:
+    if not isinstance(value, dict):
+        raise ArgumentError(f"{key} must be an object {{line, character}}, not {_kind(value)}")
+    numbers = []
+    for part in ("line", "character"):
+        number = value.get(part)
+        if not isinstance(number, int) or isinstance(number, bool) or number < 0:
+            raise ArgumentError(f"{key}.{part} must be a non-negative integer")
+        numbers.append(number)
+    return Position(numbers[0], numbers[1])
+
+
+def _kind(value: Any) -> str:
+    return {
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        str: "a string",
+        list: "an array",
+        dict: "an object",
+    }.get(type(value), type(value).__name__)

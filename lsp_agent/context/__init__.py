@@ -1,0 +1,1 @@
+"""What the model sees: the late-injected reminder, token estimates, and (later) the layers."""

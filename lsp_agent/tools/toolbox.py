@@ -1,0 +1,374 @@
+"""The tool belt the model sees: JSON schemas, argument checking, and dispatch.
+
+Every tool answers with text for the model. A `ToolError` becomes a result that says what went
+wrong and what to do next; the turn goes on. Edits never touch the disk here: they are planned
+against the text the editor shows and proposed through the `EditorPort`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lsp_agent.errors import ToolError
+from lsp_agent.port import Document, EditorPort, EditProposal, FileChange
+from lsp_agent.tools import edits, files
+from lsp_agent.tools.workspace import Workspace
+
+# How long an edit the editor said it applied may take to show up in the buffer we track
+# (the client's didChange can trail its applyEdit answer).
+LANDING_WAIT_S = 2.0
+
+TOOL_SCHEMAS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "read_file",
+            "description": (
+                "Read a text file of the workspace as numbered lines (200 per call). "
+                "Open editor buffers are read with their unsaved text. You must read a file "
+                "before editing it."
+            ),
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "Path relative to the workspace."},
+                    "start": {"type": "integer", "description": "First line (1-based)."},
+                    "limit": {"type": "integer", "description": "Number of lines (max 200)."},
+                },
+                "required": ["path"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "search",
+            "description": (
+                "Search file contents with a regular expression (ripgrep syntax). Respects "
+                ".gitignore; at most 50 matches."
+            ),
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "pattern": {"type": "string", "description": "Regular expression."},
+                    "path": {"type": "string", "description": "Folder or file to search in."},
+                    "glob": {"type": "string", "description": "Only files matching, e.g. *.py"},
+                },
+                "required": ["pattern"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "list_files",
+            "description": "List files of the workspace (respects .gitignore), bounded.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "Folder to list."},
+                    "glob": {"type": "string", "description": "Only files matching, e.g. *.ts"},
+                },
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "edit_file",
+            "description": (
+                "Replace one exact occurrence of `old` with `new` in a file you have read. "
+                "`old` must appear exactly once: include enough surrounding lines. The user "
+                "previews the change in the editor and may reject it."
+            ),
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string"},
+                    "old": {"type": "string", "description": "Exact text to replace."},
+                    "new": {"type": "string", "description": "Replacement text."},
+                },
+                "required": ["path", "old", "new"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "write_file",
+            "description": "Create a NEW file with the given content (use edit_file for others).",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string"},
+                    "content": {"type": "string"},
+                },
+                "required": ["path", "content"],
+            },
+        },
+    },
+]
+
+_REQUIRED: dict[str, dict[str, type]] = {
+    "read_file": {"path": str},
+    "search": {"pattern": str},
+    "list_files": {},
+    "edit_file": {"path": str, "old": str, "new": str},
+    "write_file": {"path": str, "content": str},
+}
+_OPTIONAL: dict[str, dict[str, type]] = {
+    "read_file": {"start": int, "limit": int},
+    "search": {"path": str, "glob": str},
+    "list_files": {"path": str, "glob": str},
+    "edit_file": {},
+    "write_file": {},
+}
+
+
+@dataclass
+class ToolResult:
+    """What a tool call produced, for the model and for the editor's event stream."""
+
+    text: str
+    ok: bool
+    summary: str
+    reason: str | None = None
+    """For failures: the `ToolError` reason (`not_found`, `stale`, `rejected`, ...)."""
+    edit: tuple[Path, bool] | None = None
+    """For edit tools that reached the editor: the file and whether it was applied."""
+
+
+@dataclass
+class EditCounts:
+    """Edits of one `ask`, as reported in its result."""
+
+    proposed: int = 0
+    applied: int = 0
+    rejected: int = 0
+
+
+@dataclass
+class Toolbox:
+    """Runs the model's tool calls against one workspace through one editor port."""
+
+    workspace: Workspace
+    port: EditorPort
+    needs_confirmation: Callable[[], bool]
+    """Whether edits must be confirmed by the user (mode `review`), read at each proposal."""
+    reads: dict[Path, str] = field(default_factory=dict)
+    """Content hash of each file as the model last saw it (read, or an edit it made landed)."""
+    counts: EditCounts = field(default_factory=EditCounts)
+
+    async def run(self, name: str, arguments: str) -> ToolResult:
+        """Run one tool call; never raises for anything the model did wrong."""
+        try:
+            args = _parse_arguments(name, arguments)
+            return await self._dispatch(name, args)
+        except ToolError as error:
+            return ToolResult(
+                text=f"error: {error.message}",
+                ok=False,
+                summary=error.message.split("\n", 1)[0][:200],
+                reason=error.reason,
+            )
+
+    async def current(self, path: Path) -> Document:
+        """The file as the editor shows it: the open buffer, else the disk."""
+        document = await self.port.read_document(path)
+        if document is not None:
+            return document
+        return await asyncio.to_thread(self.workspace.read_disk, path)
+
+    async def _dispatch(self, name: str, args: Mapping[str, Any]) -> ToolResult:
+        if name == "read_file":
+            return await self._read_file(args["path"], args.get("start", 1), args.get("limit", 200))
+        if name == "search":
+            text = await files.search(
+                self.workspace, args["pattern"], args.get("path", ""), args.get("glob")
+            )
+            return ToolResult(text=text, ok=True, summary=_first_line(text))
+        if name == "list_files":
+            text = await files.list_files(self.workspace, args.get("path", ""), args.get("glob"))
+            return ToolResult(text=text, ok=True, summary=_first_line(text))
+        if name == "edit_file":
+            return await self._edit_file(args["path"], args["old"], args["new"])
+        if name == "write_file":
+            return await self._write_file(args["path"], args["content"])
+        raise ToolError(f"unknown tool {name!r}: use one of {', '.join(_REQUIRED)}")
+
+    async def _read_file(self, path: str, start: int, limit: int) -> ToolResult:
+        target = self.workspace.resolve(path)
+        if target.is_dir():
+            raise ToolError(f"{path} is a folder: use list_files to see what it holds")
+        document = await self.current(target)
+        rel = self.workspace.relative(target)
+        text = files.format_read(rel, document.text, start, min(max(limit, 1), 200))
+        self.reads[target] = files.content_hash(document.text)
+        return ToolResult(text=text, ok=True, summary=f"read {rel}")
+
+    async def _edit_file(self, path: str, old: str, new: str) -> ToolResult:
+        target = self.workspace.resolve(path, for_write=True)
+        rel = self.workspace.relative(target)
+        seen = self.reads.get(target)
+        if seen is None:
+            raise ToolError(
+                f"{rel} has not been read in this session: call read_file first, then edit",
+                reason="unread",
+            )
+        document = await self.current(target)
+        if files.content_hash(document.text) != seen:
+            self.reads.pop(target, None)
+            raise ToolError(
+                f"{rel} changed since you last read it (edited in the editor or on disk): "
+                "read it again, then redo the edit against what is there now",
+                reason="stale",
+            )
+        after = edits.plan_edit(document.text, old, new, path=rel)
+        if after == document.text:
+            raise ToolError(f"old and new are the same text: nothing to change in {rel}")
+        change = FileChange(target, document.text, after, document.version, document.bom)
+        return await self._propose(rel, change)
+
+    async def _write_file(self, path: str, content: str) -> ToolResult:
+        target = self.workspace.resolve(path, for_write=True)
+        rel = self.workspace.relative(target)
+        if target.exists() or await self.port.read_document(target) is not None:
+            raise ToolError(
+                f"{rel} already exists: read it and use edit_file to change it", reason="exists"
+            )
+        return await self._propose(rel, FileChange(target, None, content, None))
+
+    async def _propose(self, rel: str, change: FileChange) -> ToolResult:
+        created = change.before is None
+        diff = edits.unified_diff(rel, change.before or "", change.after)
+        proposal = EditProposal(
+            label=f"lsp-agent: {rel}",
+            description=("create " if created else "edit ") + rel,
+            changes=(change,),
+            needs_confirmation=self.needs_confirmation(),
+        )
+        self.counts.proposed += 1
+        outcome = await self.port.propose_edit(proposal)
+        if not outcome.applied and outcome.stale:
+            self.counts.rejected += 1
+            self.reads.pop(change.path, None)
+            return ToolResult(
+                text=(
+                    f"not applied — {rel} changed in the editor after you read it (the user is "
+                    "typing there). Nothing was changed: read the file again and redo the edit "
+                    "against its current text."
+                ),
+                ok=False,
+                summary=f"not applied: {rel} changed in the editor",
+                reason="stale",
+                edit=(change.path, False),
+            )
+        if not outcome.applied:
+            self.counts.rejected += 1
+            self.reads.pop(change.path, None)
+            why = f": {outcome.reason}" if outcome.reason else ""
+            return ToolResult(
+                text=(
+                    f"not applied — the user rejected this edit to {rel}{why}. The file is "
+                    "unchanged by you; read it again before any new edit, and ask the user if "
+                    "the reason is unclear."
+                ),
+                ok=False,
+                summary=f"rejected {rel}{why}",
+                reason="rejected",
+                edit=(change.path, False),
+            )
+        landed = await self._landed(change)
+        self.counts.applied += 1
+        if landed is None:
+            self.reads.pop(change.path, None)
+            return ToolResult(
+                text=(
+                    f"the editor applied an edit to {rel}, but the file now differs from what "
+                    "you proposed (the user may have kept only some of the hunks or typed since): "
+                    "read it again before editing it further."
+                ),
+                ok=True,
+                summary=f"applied {rel} (changed by the user)",
+                edit=(change.path, True),
+            )
+        self.reads[change.path] = files.content_hash(landed.text)
+        verb = "created" if created else "applied"
+        return ToolResult(
+            text=f"{verb}: {rel}\n{diff}",
+            ok=True,
+            summary=f"{verb} {rel} ({_diff_size(diff)})",
+            edit=(change.path, True),
+        )
+
+    async def _landed(self, change: FileChange) -> Document | None:
+        """The file after an edit the editor says it applied, or None if it differs."""
+        deadline = time.monotonic() + LANDING_WAIT_S
+        while True:
+            try:
+                document = await self.current(change.path)
+            except ToolError:
+                document = None
+            if document is not None and document.text == change.after:
+                return document
+            if time.monotonic() >= deadline:
+                return None
+            await asyncio.sleep(0.02)
+
+
+def _parse_arguments(name: str, arguments: str) -> dict[str, Any]:
+    """Check the model's JSON arguments against the tool's parameters."""
+    if name not in _REQUIRED:
+        raise ToolError(f"unknown tool {name!r}: use one of {', '.join(_REQUIRED)}")
+    try:
+        args = json.loads(arguments) if arguments.strip() else {}
+    except json.JSONDecodeError as error:
+        raise ToolError(
+            f"the arguments of {name} are not valid JSON ({error.msg} at char {error.pos}): "
+            "send the call again with one JSON object",
+            reason="bad_arguments",
+        ) from None
+    if not isinstance(args, dict):
+        raise ToolError(
+            f"the arguments of {name} must be a JSON object, not {type(args).__name__}",
+            reason="bad_arguments",
+        )
+    required, optional = _REQUIRED[name], _OPTIONAL[name]
+    missing = [key for key in required if key not in args]
+    if missing:
+        raise ToolError(
+            f"{name} needs {', '.join(missing)}: send the call again with "
+            + ", ".join(f"{key} ({required[key].__name__})" for key in required),
+            reason="bad_arguments",
+        )
+    checked: dict[str, Any] = {}
+    for key, value in args.items():
+        expected = required.get(key) or optional.get(key)
+        if expected is None or value is None:
+            continue  # unknown keys are ignored, like the LSP commands do
+        if expected is int and isinstance(value, str) and value.strip().isdigit():
+            value = int(value)
+        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+            raise ToolError(
+                f"{name}: {key} must be a {expected.__name__}, got {type(value).__name__}",
+                reason="bad_arguments",
+            )
+        checked[key] = value
+    return checked
+
+
+def _first_line(text: str) -> str:
+    return text.split("\n", 1)[0][:200]
+
+
+def _diff_size(diff: str) -> str:
+    lines = diff.splitlines()
+    added = sum(1 for line in lines if line.startswith("+") and not line.startswith("+++"))
+    removed = sum(1 for line in lines if line.startswith("-") and not line.startswith("---"))
+    return f"+{added} -{removed}"

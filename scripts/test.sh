@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs everything the tests need into .venv and runs the checks: ruff, mypy, pytest.
+# Usage: bash scripts/test.sh [pytest arguments]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python3 -m venv .venv
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -e ".[test]"
+
+echo "== ruff"
+.venv/bin/ruff check lsp_agent tests benchmarks
+.venv/bin/ruff format --check lsp_agent tests benchmarks
+echo "== mypy"
+.venv/bin/mypy
+echo "== pytest"
+status=0
+.venv/bin/python -m pytest -q -p no:cacheprovider "$@" || status=$?
+if [ "$status" -eq 5 ]; then
+  echo "pytest collected no tests: that is a failure" >&2
+  exit 1
+fi
+exit "$status"

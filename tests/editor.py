@@ -1,0 +1,307 @@
+"""A scripted editor for end-to-end tests: a real LSP client (pytest-lsp) over stdio.
+
+It launches `python -m lsp_agent serve` as a subprocess, speaks LSP with the capabilities of a real
+editor (VS Code's or Neovim's, as recorded by pytest-lsp), keeps buffers, and answers
+`workspace/applyEdit` the way an editor does: it checks the buffer version, applies the text edits
+in the negotiated position encoding (its own code, independent of the server's), sends
+`didChange` for open buffers, and writes closed files to disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from lsprotocol import types
+from pytest_lsp import LanguageClient, client_capabilities
+from pytest_lsp.client import make_test_lsp_client
+
+Decision = Callable[[types.ApplyWorkspaceEditParams], "tuple[bool, str | None]"]
+
+
+def accept(_: types.ApplyWorkspaceEditParams) -> tuple[bool, str | None]:
+    return True, None
+
+
+def reject(reason: str | None = None) -> Decision:
+    def decide(_: types.ApplyWorkspaceEditParams) -> tuple[bool, str | None]:
+        return False, reason
+
+    return decide
+
+
+@dataclass
+class Buffer:
+    text: str
+    version: int
+
+
+@dataclass
+class Editor:
+    """One editor window on one workspace folder."""
+
+    client: LanguageClient
+    root: Path
+    capabilities_name: str
+    buffers: dict[str, Buffer] = field(default_factory=dict)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    edits_seen: list[types.ApplyWorkspaceEditParams] = field(default_factory=list)
+    questions: list[types.ShowMessageRequestParams] = field(default_factory=list)
+    decide: Decision = accept
+    """How the user answers each proposed edit."""
+    before_apply: Callable[[], Any] | None = None
+    """Runs when an edit arrives, before it is applied (e.g. the user types meanwhile)."""
+    encoding: str = "utf-16"
+
+    @property
+    def vscode(self) -> bool:
+        return self.capabilities_name == "visual-studio-code"
+
+    def uri(self, rel: str) -> str:
+        return (self.root / rel).as_uri()
+
+    async def ask(self, prompt: str, **arguments: Any) -> Any:
+        return await self.command("lspAgent.ask", {"prompt": prompt, **arguments})
+
+    def progress(self, token: Any) -> list[Any]:
+        """The `$/progress` values received for a work-done token."""
+        return self.client.progress_reports.get(token, [])
+
+    async def command(self, name: str, *arguments: Any, token: Any = None) -> Any:
+        if token is not None:
+            self.client.progress_reports.setdefault(token, [])  # the client made this token
+        result = await self.client.workspace_execute_command_async(
+            types.ExecuteCommandParams(
+                command=name, arguments=list(arguments), work_done_token=token
+            )
+        )
+        return namespace(result)
+
+    def open(self, rel: str, text: str | None = None, language: str = "plaintext") -> None:
+        """The user opens a file (optionally with unsaved text different from the disk)."""
+        if text is None:
+            text = (self.root / rel).read_bytes().decode("utf-8").removeprefix("\ufeff")
+        self.buffers[self.uri(rel)] = Buffer(text, 1)
+        self.client.text_document_did_open(
+            types.DidOpenTextDocumentParams(
+                text_document=types.TextDocumentItem(
+                    uri=self.uri(rel), language_id=language, version=1, text=text
+                )
+            )
+        )
+
+    def type(self, rel: str, text: str) -> None:
+        """The user replaces the buffer's text (unsaved)."""
+        uri = self.uri(rel)
+        buffer = self.buffers[uri]
+        buffer.text = text
+        buffer.version += 1
+        self.client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(
+                    uri=uri, version=buffer.version
+                ),
+                content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
+            )
+        )
+
+    def events_of(self, kind: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e["kind"] == kind]
+
+    async def wait_for_event(self, kind: str, timeout: float = 20.0) -> dict[str, Any]:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            found = self.events_of(kind)
+            if found:
+                return found[0]
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError(f"no {kind!r} event within {timeout}s; got {self.events}")
+            await asyncio.sleep(0.02)
+
+    def apply(self, params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
+        """What an editor does with a workspace edit, all or nothing."""
+        self.edits_seen.append(params)
+        if self.before_apply is not None:
+            self.before_apply()
+        applied, reason = self.decide(params)
+        if not applied:
+            return types.ApplyWorkspaceEditResult(applied=False, failure_reason=reason)
+        edit = params.edit
+        planned: list[tuple[str, int | None, list[Any]]] = []
+        creates: list[str] = []
+        for change in edit.document_changes or []:
+            if isinstance(change, types.CreateFile):
+                creates.append(change.uri)
+            elif isinstance(change, types.TextDocumentEdit):
+                planned.append(
+                    (change.text_document.uri, change.text_document.version, change.edits)
+                )
+            else:
+                return types.ApplyWorkspaceEditResult(applied=False, failure_reason="unsupported")
+        for uri, text_edits in (edit.changes or {}).items():
+            planned.append((uri, None, list(text_edits)))
+        if edit.change_annotations is not None:
+            for _, _, text_edits in planned:
+                for text_edit in text_edits:
+                    annotation = getattr(text_edit, "annotation_id", None)
+                    assert annotation is None or annotation in edit.change_annotations
+        for uri, version, _ in planned:
+            buffer = self.buffers.get(uri)
+            if version is not None and (buffer is None or buffer.version != version):
+                # VS Code refuses an edit computed against another version of the document.
+                return types.ApplyWorkspaceEditResult(
+                    applied=False, failure_reason=f"version mismatch for {uri}"
+                )
+        for uri in creates:
+            path = _path(uri)
+            if path.exists():
+                return types.ApplyWorkspaceEditResult(applied=False, failure_reason="file exists")
+        for uri in creates:
+            _path(uri).parent.mkdir(parents=True, exist_ok=True)
+            _path(uri).write_bytes(b"")
+        for uri, _, text_edits in planned:
+            buffer = self.buffers.get(uri)
+            if buffer is not None:
+                self.type_raw(uri, apply_lsp_edits(buffer.text, text_edits, self.encoding))
+            else:
+                path = _path(uri)
+                raw = path.read_bytes() if path.exists() else b""
+                bom = raw.startswith(b"\xef\xbb\xbf")
+                text = raw.decode("utf-8").removeprefix("\ufeff")
+                new = apply_lsp_edits(text, text_edits, self.encoding)
+                path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + new.encode("utf-8"))
+        return types.ApplyWorkspaceEditResult(applied=True)
+
+    def type_raw(self, uri: str, text: str) -> None:
+        buffer = self.buffers[uri]
+        buffer.text = text
+        buffer.version += 1
+        self.client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(
+                    uri=uri, version=buffer.version
+                ),
+                content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
+            )
+        )
+
+
+def _path(uri: str) -> Path:
+    from urllib.parse import unquote, urlparse
+
+    return Path(unquote(urlparse(uri).path))
+
+
+def apply_lsp_edits(text: str, text_edits: list[Any], encoding: str) -> str:
+    """Apply LSP text edits like an editor: positions in code units of `encoding`."""
+    lines = text.splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+
+    def offset(position: types.Position) -> int:
+        if position.line >= len(lines):
+            return len(text)
+        line = lines[position.line]
+        content = line.rstrip("\r\n")
+        width = {"utf-8": 1, "utf-16": 2, "utf-32": 4}[encoding]
+        codec = {"utf-8": "utf-8", "utf-16": "utf-16-le", "utf-32": "utf-32-le"}[encoding]
+        encoded = content.encode(codec)
+        prefix = encoded[: position.character * width].decode(codec)
+        return starts[position.line] + len(prefix)
+
+    spans = sorted(
+        ((offset(e.range.start), offset(e.range.end), e.new_text) for e in text_edits),
+        reverse=True,
+    )
+    for start, end, new_text in spans:
+        text = text[:start] + new_text + text[end:]
+    return text
+
+
+def server_env(state_dir: Path, home: Path) -> dict[str, str]:
+    """The server's environment: no settings or keys of the machine leak into a test."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("LSP_AGENT_", "OPENAI_", "ANTHROPIC_"))
+        and k not in ("CONTEXT_WINDOW", "COMPACT_AT", "COMPACT_TO", "STRIP_AT", "TOOL_OUTPUT_CAP")
+    }
+    env["LSP_AGENT_STATE_DIR"] = str(state_dir)
+    env["HOME"] = str(home)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+async def start_editor(
+    root: Path,
+    capabilities_name: str,
+    settings: dict[str, Any],
+    *,
+    state_dir: Path,
+    home: Path,
+) -> Editor:
+    """Launch the server, initialize it as the named editor would, and return the editor."""
+    client = make_test_lsp_client()
+    editor = Editor(client, root, capabilities_name)
+
+    @client.feature(types.WORKSPACE_APPLY_EDIT)
+    def on_apply_edit(params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
+        return editor.apply(params)
+
+    @client.feature("lspAgent/event")
+    def on_event(params: Any) -> None:
+        editor.events.append(_plain(params))
+
+    @client.feature(types.WINDOW_SHOW_MESSAGE_REQUEST)
+    def on_question(params: types.ShowMessageRequestParams) -> None:
+        editor.questions.append(params)
+
+    await client.start_io(
+        sys.executable, "-m", "lsp_agent", "serve", env=server_env(state_dir, home)
+    )
+    client.set_configuration({"lspAgent": settings})
+    capabilities = (
+        types.ClientCapabilities(workspace=types.WorkspaceClientCapabilities(apply_edit=True))
+        if capabilities_name == "minimal"  # a bare client: no documentChanges, no annotations
+        else client_capabilities(capabilities_name)
+    )
+    result = await client.initialize_session(
+        types.InitializeParams(
+            capabilities=capabilities,
+            root_uri=root.as_uri(),
+            workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name=root.name)],
+            initialization_options={"lspAgent": settings},
+        )
+    )
+    encoding = result.capabilities.position_encoding
+    editor.encoding = str(getattr(encoding, "value", encoding) or "utf-16")
+    return editor
+
+
+def namespace(value: Any) -> Any:
+    """A JSON result with attribute access (`result.edits.applied`), lists kept as lists."""
+    if isinstance(value, dict):
+        return SimpleNamespace(**{k: namespace(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return [namespace(v) for v in value]
+    return value
+
+
+def _plain(value: Any) -> Any:
+    """lsprotocol hands custom notifications over as attrs-like objects; make them dicts."""
+    if hasattr(value, "_asdict"):
+        return {k: _plain(v) for k, v in value._asdict().items()}
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "__dict__") and not isinstance(value, (str, int, float, bool)):
+        return {k: _plain(v) for k, v in vars(value).items()}
+    return value
