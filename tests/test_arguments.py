@@ -1,0 +1,64 @@
+"""Command arguments: every mistake names the key, unknown keys are ignored."""
+
+from __future__ import annotations
+
+import pytest
+
+from lsp_agent.arguments import ArgumentError, ask_arguments, session_argument
+
+
+def test_a_full_ask_is_parsed() -> None:
+    args = ask_arguments(
+        [
+            {
+                "prompt": "explain",
+                "session": "s1",
+                "uri": "file:///x.py",
+                "range": {"start": {"line": 1, "character": 2}, "end": {"line": 3, "character": 0}},
+                "mode": "auto",
+                "futureKey": True,
+            }
+        ]
+    )
+    assert args.prompt == "explain" and args.session == "s1" and args.mode == "auto"
+    assert args.range is not None and args.range.start.character == 2
+
+
+@pytest.mark.parametrize(
+    ("raw", "named"),
+    [
+        ([], "prompt"),
+        ([{"prompt": ""}], "prompt"),
+        ([{"prompt": "  "}], "prompt"),
+        ([{"prompt": ["x"]}], "prompt"),
+        ([{"prompt": "x", "session": 3}], "session"),
+        ([{"prompt": "x", "mode": "fast"}], "mode"),
+        ([{"prompt": "x", "uri": "file:///a", "range": [0, 1]}], "range"),
+        ([{"prompt": "x", "uri": "file:///a", "range": {"start": {"line": 0}}}], "range.start"),
+        (
+            [
+                {
+                    "prompt": "x",
+                    "uri": "file:///a",
+                    "range": {
+                        "start": {"line": 2, "character": 0},
+                        "end": {"line": 1, "character": 0},
+                    },
+                }
+            ],
+            "range.end",
+        ),
+        ([{"prompt": "x"}, {"prompt": "y"}], "one argument object"),
+    ],
+)
+def test_a_wrong_ask_names_the_key(raw: list[object], named: str) -> None:
+    with pytest.raises(ArgumentError) as raised:
+        ask_arguments(raw)
+    assert named in str(raised.value)
+
+
+def test_cancel_needs_a_session_and_status_does_not() -> None:
+    with pytest.raises(ArgumentError, match="session"):
+        session_argument("lspAgent.cancel", [{}], required=True)
+    assert session_argument("lspAgent.status", [], required=False) is None
+    assert session_argument("lspAgent.cancel", [{"session": "a"}], required=True) == "a"
