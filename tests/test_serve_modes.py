@@ -1,0 +1,79 @@
+"""How editors reach the server besides stdio, and how settings changes reach it."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from lsprotocol import types
+from pytest_lsp import LanguageClient, client_capabilities
+from pytest_lsp.client import make_test_lsp_client
+
+from tests.conftest import settings_for
+from tests.editor import Editor, server_env
+from tests.fake_model import ScriptedModel, reply
+
+
+async def connect(client: LanguageClient, port: int, timeout: float = 20.0) -> None:
+    """Connect once the server listens (it serves the first connection it accepts)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            await client.start_tcp("127.0.0.1", port)
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.05)
+
+
+async def test_serve_over_tcp_answers_an_ask(
+    workspace: Path, model: ScriptedModel, state_dir: Path, home: Path, unused_port: int
+) -> None:
+    server = subprocess.Popen(
+        [sys.executable, "-m", "lsp_agent", "serve", "--tcp", f"127.0.0.1:{unused_port}"],
+        env=server_env(state_dir, home),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        client = make_test_lsp_client()
+        await connect(client, unused_port)
+        await client.initialize_session(
+            types.InitializeParams(
+                capabilities=client_capabilities("visual-studio-code"),
+                root_uri=workspace.as_uri(),
+                initialization_options={"lspAgent": settings_for(model)},
+            )
+        )
+        model.add(reply("over tcp"))
+        result = await client.workspace_execute_command_async(
+            types.ExecuteCommandParams(command="lspAgent.ask", arguments=[{"prompt": "hi"}])
+        )
+        assert result["status"] == "completed" and result["answer"] == "over tcp"
+        await client.shutdown_session()
+        await client.stop()
+    finally:
+        server.kill()
+        server.wait(10)
+
+
+async def test_changed_settings_apply_to_the_next_ask(editor: Editor, model: ScriptedModel) -> None:
+    model.add(reply("first"))
+    await editor.ask("hi")
+    editor.client.set_configuration({"lspAgent": settings_for(model, maxTurns=7)})
+    editor.client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings=None)
+    )
+
+    deadline = time.monotonic() + 20
+    while True:
+        status = await editor.command("lspAgent.status", {})
+        if status.settings.maxTurns.value == 7 or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.05)
+    assert status.settings.maxTurns.value == 7
+    assert status.settings.maxTurns.source == "editor"
