@@ -1,0 +1,128 @@
+"""Standing instructions: the user's `~/.agents/AGENTS.md` and the workspace's `AGENTS.md`.
+
+Both are read once when a session starts and folded into its system prompt, labelled by where
+they come from (the user's first, so the project's, more specific, come last). The system prompt
+never changes during a session (prefix caching), so an edited AGENTS.md takes effect in the next
+session: `changed_note` compares a cheap fingerprint with the one taken at session start and gives
+the line the reminder shows meanwhile.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+FILE_NAME = "AGENTS.md"
+MAX_CHARS = 32_000
+"""Each file is cut to this many characters, with a note: instructions must leave room to work."""
+
+
+@dataclass(frozen=True)
+class InstructionFile:
+    """One AGENTS.md that was found."""
+
+    label: str
+    """`user` or `workspace`."""
+    path: Path
+    text: str
+    """The text as folded into the prompt (cut to `MAX_CHARS`)."""
+
+
+@dataclass(frozen=True)
+class Instructions:
+    """The AGENTS.md files a session started with."""
+
+    files: tuple[InstructionFile, ...]
+    fingerprint: str
+    """Identifies the contents of every source, present or not (see `fingerprint`)."""
+
+    def prompt_section(self) -> str:
+        """The system prompt's part: every file in a labelled `<agents_md>` block; "" when none."""
+        if not self.files:
+            return ""
+        parts = [
+            "Standing instructions from AGENTS.md files follow. Follow them; where they "
+            "disagree, the workspace's (the project maintainers') win over the user's."
+        ]
+        for item in self.files:
+            who = (
+                "the user's own, for every project"
+                if item.label == "user"
+                else "the project maintainers', for this workspace"
+            )
+            parts.append(
+                f'<agents_md source="{item.label}" path="{item.path}">\n'
+                f"<!-- {who} -->\n{item.text.strip()}\n</agents_md>"
+            )
+        return "\n".join(parts)
+
+
+def sources(root: Path, home: Path | None = None) -> list[tuple[str, Path]]:
+    """Where AGENTS.md files are looked for: the user's, then the workspace's."""
+    found: list[tuple[str, Path]] = []
+    user_home = home if home is not None else _home()
+    if user_home is not None:
+        found.append(("user", user_home / ".agents" / FILE_NAME))
+    found.append(("workspace", root / FILE_NAME))
+    return found
+
+
+def read_instructions(root: Path, home: Path | None = None) -> Instructions:
+    """The AGENTS.md files of the user (`home`, default: the real one) and the workspace."""
+    files: list[InstructionFile] = []
+    digest = hashlib.sha256()
+    for label, path in sources(root, home):
+        text = _read(path)
+        digest.update(_chunk(label, text))
+        if text is None or not text.strip():
+            continue
+        if len(text) > MAX_CHARS:
+            text = (
+                text[:MAX_CHARS]
+                + f"\n[… {len(text) - MAX_CHARS} more characters of {path} not included]"
+            )
+        files.append(InstructionFile(label, path, text))
+    return Instructions(tuple(files), digest.hexdigest())
+
+
+def fingerprint(root: Path, home: Path | None = None) -> str:
+    """A hash of what every AGENTS.md source holds now (a missing file counts as such)."""
+    digest = hashlib.sha256()
+    for label, path in sources(root, home):
+        digest.update(_chunk(label, _read(path)))
+    return digest.hexdigest()
+
+
+def changed_note(at_start: Instructions, root: Path, home: Path | None = None) -> str | None:
+    """The reminder's line when an AGENTS.md changed since the session started, else None."""
+    if fingerprint(root, home) == at_start.fingerprint:
+        return None
+    return (
+        "AGENTS.md changed since this session started; the new instructions take effect in "
+        "the next session (this one keeps the instructions it started with)."
+    )
+
+
+def _chunk(label: str, text: str | None) -> bytes:
+    """One source's contribution to a fingerprint: unambiguous whatever the text holds."""
+    if text is None:
+        return label.encode() + b"\x00absent\x00"
+    data = text.encode("utf-8", "surrogatepass")
+    return label.encode() + b"\x00" + len(data).to_bytes(8, "big") + data
+
+
+def _read(path: Path) -> str | None:
+    """The file's text (a BOM dropped, bad bytes replaced), or None when it cannot be read."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    return data.decode("utf-8-sig", errors="replace")
+
+
+def _home() -> Path | None:
+    try:
+        return Path.home()
+    except RuntimeError:  # no home directory to speak of (HOME unset, unknown user)
+        return None
