@@ -1,0 +1,20 @@
+--- Protocol names of the lsp-agent server, mirrored once from `lsp_agent/names.py`.
+---
+--- Every other module takes these names from here; when the server renames something,
+--- this file is the one place to follow.
+local M = {}
+
+--- `workspace/executeCommand` commands (DESIGN §3).
+M.ASK = "lspAgent.ask"
+M.CANCEL = "lspAgent.cancel"
+M.NEW_SESSION = "lspAgent.newSession"
+M.SESSIONS = "lspAgent.sessions"
+M.STATUS = "lspAgent.status"
+
+--- Server → client notification for every step of a turn: `{session, turn, kind, ...}`.
+M.EVENT = "lspAgent/event"
+
+--- The settings section, in `initializationOptions` and `workspace/configuration`.
+M.SETTINGS_SECTION = "lspAgent"
+
+return M

@@ -1,0 +1,24 @@
+-- One edit changes two places of a file: the user unticks the second hunk and accepts, so only
+-- the first change lands.
+local H = require("harness")
+
+H.run(function()
+  H.setup()
+  vim.cmd("LspAgent ask number the lines")
+  H.wait_review(1)
+  H.feed("]c")
+  H.feed("t")
+  H.wait_for("the second hunk unticked", function()
+    local lines = vim.api.nvim_buf_get_lines(0, 0, -1, false)
+    for _, line in ipairs(lines) do
+      if line:match("^@@.*%[ %]$") then
+        return true
+      end
+    end
+    return false
+  end)
+  H.result.after_toggle = vim.api.nvim_buf_get_lines(0, 0, -1, false)
+  H.feed("a")
+  H.wait_turn()
+  H.result.answer = H.answer_lines()
+end)

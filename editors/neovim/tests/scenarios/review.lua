@@ -1,0 +1,27 @@
+-- The agent proposes three edits: the user accepts an edit to an open file and the creation of
+-- a new one with `a`, and rejects an edit to a third file with `r` and a reason.
+local H = require("harness")
+
+H.run(function()
+  H.setup()
+  vim.cmd("edit hello.py")
+  vim.cmd("LspAgent ask tidy up")
+
+  H.wait_review(1)
+  H.feed("a")
+  H.wait_review(2)
+  H.feed("a")
+  H.wait_review(3)
+  H.feed("rkeep other.py as it is<CR>")
+
+  H.wait_turn()
+  H.wait_for("the edit counts", function()
+    return H.answer_has("_edits:")
+  end)
+  H.result.answer = H.answer_lines()
+  local hello = vim.fn.bufnr("hello.py")
+  H.result.hello_buffer = vim.api.nvim_buf_get_lines(hello, 0, -1, false)
+  H.result.hello_modified = vim.bo[hello].modified
+  H.result.windows = #vim.api.nvim_list_wins()
+  H.result.current_buffer = vim.fn.expand("%:t")
+end)

