@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from lsp_agent.errors import UserError
 from lsp_agent.port import Document, EditorPort
 from lsp_agent.prompt import read_instructions, system_prompt
 from lsp_agent.provider import Provider, ProviderError, ToolCall, Usage, estimate_tokens
+from lsp_agent.sandbox import Sandbox
 from lsp_agent.session import SessionStore, Transcript
 from lsp_agent.tools.toolbox import TOOL_SCHEMAS, EditCounts, Toolbox, ToolResult
 from lsp_agent.tools.workspace import Workspace
@@ -114,6 +115,9 @@ class Agent:
         port: EditorPort,
         store: SessionStore,
         provider_factory: Callable[[Settings], Provider],
+        *,
+        sandbox: Sandbox | None = None,
+        auto_approve: Collection[str] = (),
     ) -> None:
         self.settings = settings
         """Settings in effect; replaced as a whole when the editor's change."""
@@ -124,6 +128,10 @@ class Agent:
         """Sessions loaded in this process, by id."""
         self._provider_factory = provider_factory
         self._provider: Provider | None = None
+        self.sandbox = sandbox if sandbox is not None else Sandbox(workspace.root)
+        """Where every session's commands run (the probe runs on first use)."""
+        self.auto_approve = frozenset(auto_approve)
+        """Tools whose permission questions are answered Allow (the CLI's --yes flags)."""
 
     @property
     def provider(self) -> Provider:
@@ -298,6 +306,8 @@ class Agent:
                     call = pending[0]
                     emit("tool", name=call.name, args=_display_args(call.arguments))
                     result = await self._run_tool(session, call)
+                    if result.permission is not None:
+                        emit("permission", **result.permission)
                     emit("toolResult", name=call.name, ok=result.ok, summary=result.summary)
                     if result.edit is not None:
                         emit("edit", uri=result.edit[0].as_uri(), applied=result.edit[1])
@@ -321,6 +331,8 @@ class Agent:
             self.port.log("".join(traceback.format_exception(error)))
             self._close_pending(session, pending, "not run: lsp-agent hit an internal error")
             return finish(FAILED, answer, f"internal error in lsp-agent: {error!r}; see the log")
+        finally:
+            session.toolbox.end_turn()
 
     async def _run_tool(self, session: Session, call: ToolCall) -> ToolResult:
         """Run a tool; a crash of ours becomes a result the model can work around."""
@@ -364,7 +376,14 @@ class Agent:
 
     def _toolbox(self) -> Toolbox:
         review = self.settings.mode == "review"
-        return Toolbox(self.workspace, self.port, lambda: review)
+        return Toolbox(
+            self.workspace,
+            self.port,
+            lambda: review,
+            settings=lambda: self.settings,
+            sandbox=self.sandbox,
+            auto_approve=self.auto_approve,
+        )
 
     def _redact(self, transcript: Transcript) -> None:
         if self.settings.api_key:

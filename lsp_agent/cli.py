@@ -93,6 +93,8 @@ class TerminalPort:
         elif kind == "toolResult":
             mark = "✓" if event["ok"] else "✗"
             self.err.write(self._dim(f"  {mark} {event['summary']}") + "\n")
+        elif kind == "permission" and event["decision"] == "deny":
+            self.err.write(self._dim(f"  ⊘ {event['name']} not run") + "\n")
         elif kind == "status":
             self._end_line()
 
@@ -150,7 +152,8 @@ def _write_text(path: Path, text: str, bom: bool) -> None:
 
 def _short(args: Any) -> str:
     if isinstance(args, dict):
-        text = " ".join(f"{k}={v!r}" for k, v in args.items() if k in ("path", "pattern", "glob"))
+        keys = ("path", "pattern", "glob", "command")
+        text = " ".join(f"{k}={v!r}" for k, v in args.items() if k in keys)
         return text or ""
     return str(args)[:80]
 
@@ -168,6 +171,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("prompt", help="what the agent should do")
     run.add_argument("--workspace", type=Path, default=Path.cwd(), help="default: current folder")
     run.add_argument("--yes", action="store_true", help="apply edits without asking")
+    run.add_argument(
+        "--yes-commands",
+        action="store_true",
+        help="also run commands that need approval without asking (sandboxed ones only)",
+    )
     run.add_argument("--session", help="continue this session (see `lsp-agent sessions`)")
     commands.add_parser("doctor", help="check the set-up and print what is in effect")
     sessions = commands.add_parser("sessions", help="list stored sessions")
@@ -226,10 +234,14 @@ def _workspace_dir(path: Path) -> Path:
 
 def _run(args: argparse.Namespace) -> int:
     root = _workspace_dir(args.workspace)
-    return asyncio.run(_run_turn(root, args.prompt, args.session, args.yes))
+    return asyncio.run(
+        _run_turn(root, args.prompt, args.session, args.yes, yes_commands=args.yes_commands)
+    )
 
 
-async def _run_turn(root: Path, prompt: str, session_id: str | None, yes: bool) -> int:
+async def _run_turn(
+    root: Path, prompt: str, session_id: str | None, yes: bool, *, yes_commands: bool = False
+) -> int:
     from lsp_agent.agent import COMPLETED, FAILED, Agent
     from lsp_agent.config import load_settings
     from lsp_agent.provider import make_provider
@@ -247,6 +259,7 @@ async def _run_turn(root: Path, prompt: str, session_id: str | None, yes: bool) 
         port,
         SessionStore(root),
         lambda s: make_provider(s.provider, s.base_url, s.model or "", s.api_key),
+        auto_approve=_auto_approved(yes, yes_commands),
     )
     if settings.model is None:
         raise UserError(await _no_model_message(agent))
@@ -268,6 +281,17 @@ async def _run_turn(root: Path, prompt: str, session_id: str | None, yes: bool) 
     if result.error:
         print(f"lsp-agent: {result.error}", file=sys.stderr)
     return EXIT_FAILED if result.status in (FAILED, "max_turns") else EXIT_CANCELLED
+
+
+def _auto_approved(yes: bool, yes_commands: bool) -> frozenset[str]:
+    """Tools whose permission questions the flags answer: --yes for edits, --yes-commands for
+    commands (never implied by --yes alone)."""
+    tools: set[str] = set()
+    if yes:
+        tools.update(("edit_file", "write_file", "apply_patch"))
+    if yes_commands:
+        tools.add("bash")
+    return frozenset(tools)
 
 
 async def _no_model_message(agent: Any) -> str:
@@ -323,10 +347,14 @@ async def _doctor() -> int:
         line("ripgrep", True, f"{_version([rg, '--version'])} ({rg})")
     except Exception as error:
         line("ripgrep", False, str(error))
-    print(
-        "--   sandbox    none: this version has no bash tool, so no command ever runs; "
-        "the sandbox arrives with it"
-    )
+    from lsp_agent.sandbox import probe
+
+    sandbox = probe()
+    if sandbox.sandboxed:
+        line("sandbox", True, f"{sandbox.kind} ({sandbox.reason})")
+    else:
+        # Not a failure: commands still run, each one after the user says yes.
+        print(f"--   {'sandbox':<10} none: {sandbox.reason}; every command will be asked")
     settings, warnings = load_settings()
     for warning in warnings:
         line("config", False, warning)

@@ -15,6 +15,12 @@ How to work:
   with `new`: copy `old` from what read_file showed (without the line-number prefix),
   with enough surrounding lines to make it unique. Keep the file's indentation style.
 - write_file only creates new files.
+- bash runs a command in a sandbox: the workspace is writable (not .git), the rest of the
+  machine read-only, and there is no network. Read-only commands (ls, cat, rg, git status/diff/
+  log, pytest, ...) run at once; others need the user's approval. When a command is refused,
+  do not retry it in another form. Change files with edit_file, not bash: the user previews it.
+- A long tool result shows only its head and tail; the note between them names a file holding
+  all of it: page that file with bash (sed -n '200,300p', grep -n) if you need more.
 - Every edit is previewed by the user, who accepts or rejects it. When an edit is rejected,
   do not repeat it: read the file again, and ask the user if the reason is unclear.
 - When a tool answers with an error, it says what to do next: do that.

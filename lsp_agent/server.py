@@ -37,6 +37,7 @@ from lsp_agent.tools import edits
 if TYPE_CHECKING:
     from lsp_agent.agent import Agent, Selection
     from lsp_agent.provider import Provider
+    from lsp_agent.sandbox import Availability
 
 # The agent stack (httpx, the loop, the tools) is imported when the first command needs it, and
 # warmed up in a thread after `initialized`: `initialize` must be answered fast (DESIGN §8), and
@@ -190,6 +191,8 @@ class LspPort:
             message = ("applied " if event["applied"] else "rejected ") + event["uri"]
         elif kind == "text":
             message = "writing the answer…"
+        elif kind == "permission":
+            message = f"{event['name']}: {event['decision']}"
         else:
             return
         self.server.work_done_progress.report(
@@ -489,11 +492,14 @@ def create_server() -> AgentServer:
         listed = agent.status() if agent is not None else []
         if wanted is not None:
             listed = [s for s in listed if s["session"] == wanted]
+        # The probe runs a real sandboxed command once per process: off the event loop.
+        sandbox = await asyncio.to_thread(_sandbox_availability, agent)
         return {
             "model": settings.model,
             "baseUrl": settings.base_url,
             "provider": settings.provider,
-            "sandbox": "none",
+            "sandbox": sandbox.kind,
+            "sandboxReason": sandbox.reason,
             "contextWindow": settings.context_window,
             "sessions": listed,
             "settings": settings.describe(),
@@ -503,9 +509,20 @@ def create_server() -> AgentServer:
     return ls
 
 
+def _sandbox_availability(agent: Agent | None) -> Availability:
+    if agent is not None:
+        return agent.sandbox.availability
+    from lsp_agent.sandbox import probe
+
+    return probe()
+
+
 async def _warm_up() -> None:
     for module in AGENT_MODULES:
         await asyncio.to_thread(importlib.import_module, module)
+    from lsp_agent.sandbox import probe
+
+    await asyncio.to_thread(probe)
 
 
 async def _agent(ls: AgentServer) -> Agent:

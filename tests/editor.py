@@ -57,6 +57,9 @@ class Editor:
     """How the user answers each proposed edit."""
     before_apply: Callable[[], Any] | None = None
     """Runs when an edit arrives, before it is applied (e.g. the user types meanwhile)."""
+    answer: Callable[[types.ShowMessageRequestParams], str | None] | None = None
+    """How the user answers `window/showMessageRequest`: an action title, or None to dismiss
+    it. Unset: every question is dismissed."""
     encoding: str = "utf-16"
 
     @property
@@ -260,8 +263,10 @@ async def start_editor(
         editor.events.append(_plain(params))
 
     @client.feature(types.WINDOW_SHOW_MESSAGE_REQUEST)
-    def on_question(params: types.ShowMessageRequestParams) -> None:
+    def on_question(params: types.ShowMessageRequestParams) -> types.MessageActionItem | None:
         editor.questions.append(params)
+        title = editor.answer(params) if editor.answer is not None else None
+        return types.MessageActionItem(title=title) if title is not None else None
 
     await client.start_io(
         sys.executable, "-m", "lsp_agent", "serve", env=server_env(state_dir, home)

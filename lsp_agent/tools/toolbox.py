@@ -3,6 +3,10 @@
 Every tool answers with text for the model. A `ToolError` becomes a result that says what went
 wrong and what to do next; the turn goes on. Edits never touch the disk here: they are planned
 against the text the editor shows and proposed through the `EditorPort`.
+
+Each call goes permissions → tool → cap: `permissions.decide()` says allow, ask (the user is asked
+through the port) or deny; the result is capped on arrival (`context.cap`) and, when it carries
+outside text (files, command output, search hits), marked `<untrusted>`.
 """
 
 from __future__ import annotations
@@ -15,9 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lsp_agent import permissions
+from lsp_agent.config import Settings
+from lsp_agent.context.cap import Excerpt, Spills, render
 from lsp_agent.errors import ToolError
 from lsp_agent.port import Document, EditorPort, EditProposal, FileChange
-from lsp_agent.tools import edits, files
+from lsp_agent.sandbox import Sandbox
+from lsp_agent.tools import edits, files, shell
 from lsp_agent.tools.workspace import Workspace
 
 # How long an edit the editor said it applied may take to show up in the buffer we track
@@ -113,6 +121,27 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
             },
         },
     },
+    {
+        "type": "function",
+        "function": {
+            "name": "bash",
+            "description": (
+                "Run a shell command in the workspace, inside a sandbox: the workspace is "
+                "writable (not .git), everything else read-only, no network. Output (stdout and "
+                "stderr together) is capped; the whole of a long output goes to a file you can "
+                "page. Read-only commands run at once; others may need the user's approval. "
+                "Prefer edit_file for changing files: the user previews those."
+            ),
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "command": {"type": "string", "description": "The command line."},
+                    "timeout": {"type": "number", "description": "Seconds (default 60)."},
+                },
+                "required": ["command"],
+            },
+        },
+    },
 ]
 
 _REQUIRED: dict[str, dict[str, type]] = {
@@ -121,6 +150,7 @@ _REQUIRED: dict[str, dict[str, type]] = {
     "list_files": {},
     "edit_file": {"path": str, "old": str, "new": str},
     "write_file": {"path": str, "content": str},
+    "bash": {"command": str},
 }
 _OPTIONAL: dict[str, dict[str, type]] = {
     "read_file": {"start": int, "limit": int},
@@ -128,6 +158,7 @@ _OPTIONAL: dict[str, dict[str, type]] = {
     "list_files": {"path": str, "glob": str},
     "edit_file": {},
     "write_file": {},
+    "bash": {"timeout": float},
 }
 
 
@@ -142,6 +173,14 @@ class ToolResult:
     """For failures: the `ToolError` reason (`not_found`, `stale`, `rejected`, ...)."""
     edit: tuple[Path, bool] | None = None
     """For edit tools that reached the editor: the file and whether it was applied."""
+    source: str | None = None
+    """Set when `text` is outside text (a file, search hits): where it came from. The toolbox
+    caps it and marks it `<untrusted source=…>`."""
+    output: Excerpt | None = None
+    """Command output, already capped as it streamed; shown after `text`, marked untrusted."""
+    permission: dict[str, Any] | None = None
+    """The `permission` event of this call (`name`, `decision`, ...), when it was asked or
+    denied."""
 
 
 @dataclass
@@ -164,19 +203,108 @@ class Toolbox:
     reads: dict[Path, str] = field(default_factory=dict)
     """Content hash of each file as the model last saw it (read, or an edit it made landed)."""
     counts: EditCounts = field(default_factory=EditCounts)
+    settings: Callable[[], Settings] = Settings
+    """The settings in effect (rules, cap, timeout), read at each call."""
+    sandbox: Sandbox | None = None
+    """Where commands run; made for the workspace on first use when not given."""
+    session_rules: permissions.SessionRules = field(default_factory=permissions.SessionRules)
+    """What the user allowed for this session (`Allow for this session`)."""
+    spills: Spills = field(default_factory=Spills)
+    """This session's spill files, swept at the end of each turn."""
+    auto_approve: frozenset[str] = frozenset()
+    """Tools whose `ask` is answered Allow without asking (the CLI's --yes, --yes-commands);
+    never for a command that would run unsandboxed."""
 
     async def run(self, name: str, arguments: str) -> ToolResult:
         """Run one tool call; never raises for anything the model did wrong."""
+        permission: dict[str, Any] | None = None
         try:
             args = _parse_arguments(name, arguments)
-            return await self._dispatch(name, args)
+            permission = await self._permit(name, args)
+            result = await self._dispatch(name, args)
         except ToolError as error:
-            return ToolResult(
+            if isinstance(error, _Denied):
+                permission = error.event
+            result = ToolResult(
                 text=f"error: {error.message}",
                 ok=False,
                 summary=error.message.split("\n", 1)[0][:200],
                 reason=error.reason,
             )
+        result.permission = permission
+        return self._capped(name, result)
+
+    def end_turn(self) -> None:
+        """The turn is over: its spill files go."""
+        self.spills.sweep()
+
+    def _capped(self, name: str, result: ToolResult) -> ToolResult:
+        """Cap the result on arrival and mark outside text untrusted."""
+        limit = self.settings().tool_output_cap
+        if result.output is not None:
+            result.text = result.text + render(result.output, result.source or name)
+            return result
+        excerpt = self.spills.cap(result.text, limit, name)
+        result.text = render(excerpt, result.source)
+        return result
+
+    async def _permit(self, name: str, args: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Decide the call; ask the user when needed. Raises ToolError when it must not run."""
+        settings = self.settings()
+        rules = [permissions.Rule.from_setting(raw) for raw in settings.permissions]
+        subject = dict(args)
+        if isinstance(args.get("path"), str):
+            subject["path"] = self._rule_path(args["path"])
+        sandboxed = True
+        if name == "bash":
+            # The first call probes the machine with a real sandboxed command: off the loop.
+            sandbox = self._sandbox()
+            sandboxed = (await asyncio.to_thread(lambda: sandbox.availability)).sandboxed
+        verdict = permissions.decide(
+            name,
+            subject,
+            rules=rules,
+            session=self.session_rules,
+            root=self.workspace.root,
+            sandboxed=sandboxed,
+            readable=self.spills.existing(),
+        )
+        if verdict.decision == permissions.ALLOW:
+            return None
+        what = _call_text(name, args)
+        if verdict.decision == permissions.DENY:
+            raise _Denied(
+                f"refused by policy: {what} ({verdict.reason}). Nothing ran. Do not retry it in "
+                "another form; find another way, or tell the user what you need.",
+                {"name": name, "decision": "deny", "asked": False, "reason": verdict.reason},
+            )
+        if name in self.auto_approve and sandboxed:
+            return {"name": name, "decision": "allow", "asked": False, "reason": verdict.reason}
+        question = _question(name, what, verdict.reason, sandboxed)
+        answer = await self.port.ask_user(question, permissions.ANSWERS)
+        if answer == permissions.ANSWER_SESSION:
+            self.session_rules.allow(name, verdict.shape)
+        if answer in (permissions.ANSWER_ALLOW, permissions.ANSWER_SESSION):
+            scope = "session" if answer == permissions.ANSWER_SESSION else "once"
+            return {"name": name, "decision": "allow", "asked": True, "scope": scope}
+        why = "the user denied it" if answer is not None else "nobody answered the question"
+        raise _Denied(
+            f"not run: {what} needs the user's approval and {why}. Nothing ran. Do not retry "
+            "it; continue without it, or ask the user in your answer.",
+            {"name": name, "decision": "deny", "asked": True},
+        )
+
+    def _rule_path(self, path: str) -> str:
+        """The path as rules see it: relative to the workspace when it is inside."""
+        try:
+            return self.workspace.relative(self.workspace.resolve(path))
+        except ToolError:
+            return path
+
+    def _sandbox(self) -> Sandbox:
+        if self.sandbox is None:
+            self.sandbox = Sandbox(self.workspace.root)
+        return self.sandbox
 
     async def current(self, path: Path) -> Document:
         """The file as the editor shows it: the open buffer, else the disk."""
@@ -192,10 +320,12 @@ class Toolbox:
             text = await files.search(
                 self.workspace, args["pattern"], args.get("path", ""), args.get("glob")
             )
-            return ToolResult(text=text, ok=True, summary=_first_line(text))
+            return ToolResult(text=text, ok=True, summary=_first_line(text), source="search")
         if name == "list_files":
             text = await files.list_files(self.workspace, args.get("path", ""), args.get("glob"))
-            return ToolResult(text=text, ok=True, summary=_first_line(text))
+            return ToolResult(text=text, ok=True, summary=_first_line(text), source="list_files")
+        if name == "bash":
+            return await self._bash(args["command"], args.get("timeout"))
         if name == "edit_file":
             return await self._edit_file(args["path"], args["old"], args["new"])
         if name == "write_file":
@@ -210,7 +340,27 @@ class Toolbox:
         rel = self.workspace.relative(target)
         text = files.format_read(rel, document.text, start, min(max(limit, 1), 200))
         self.reads[target] = files.content_hash(document.text)
-        return ToolResult(text=text, ok=True, summary=f"read {rel}")
+        return ToolResult(text=text, ok=True, summary=f"read {rel}", source=f"read_file {rel}")
+
+    async def _bash(self, command: str, timeout: float | None) -> ToolResult:
+        settings = self.settings()
+        seconds = float(timeout) if timeout is not None else settings.command_timeout
+        result = await shell.run_command(
+            command,
+            sandbox=self._sandbox(),
+            spills=self.spills,
+            limit=settings.tool_output_cap,
+            timeout=seconds,
+        )
+        status = result.status_line(seconds)
+        return ToolResult(
+            text=status + "\n",
+            ok=result.exit_code == 0,
+            summary=status.split(":", 1)[0][:200],
+            reason=None if result.exit_code == 0 else ("timeout" if result.timed_out else "exit"),
+            source="bash",
+            output=result.output,
+        )
 
     async def _edit_file(self, path: str, old: str, new: str) -> ToolResult:
         target = self.workspace.resolve(path, for_write=True)
@@ -354,6 +504,8 @@ def _parse_arguments(name: str, arguments: str) -> dict[str, Any]:
             continue  # unknown keys are ignored, like the LSP commands do
         if expected is int and isinstance(value, str) and value.strip().isdigit():
             value = int(value)
+        if expected is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
         if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
             raise ToolError(
                 f"{name}: {key} must be a {expected.__name__}, got {type(value).__name__}",
@@ -361,6 +513,36 @@ def _parse_arguments(name: str, arguments: str) -> dict[str, Any]:
             )
         checked[key] = value
     return checked
+
+
+class _Denied(ToolError):
+    """The call must not run; carries the `permission` event to report."""
+
+    def __init__(self, message: str, event: dict[str, Any]) -> None:
+        super().__init__(message, reason="denied")
+        self.event = event
+
+
+def _call_text(name: str, args: Mapping[str, Any]) -> str:
+    """The call in short, for a question or a refusal."""
+    if name == "bash":
+        command = str(args.get("command", ""))
+        return f"the command `{command if len(command) <= 300 else command[:297] + '...'}`"
+    if isinstance(args.get("path"), str):
+        return f"{name} on {args['path']}"
+    return name
+
+
+def _question(name: str, what: str, reason: str, sandboxed: bool) -> str:
+    """The `window/showMessageRequest` text for an `ask`."""
+    if name == "bash" and not sandboxed:
+        return (
+            f"lsp-agent wants to run {what} UNSANDBOXED: no sandbox is available on this "
+            f"machine, so it could change or read anything you can. ({reason})"
+        )
+    if name == "bash":
+        return f"lsp-agent wants to run {what} in the sandbox: {reason}."
+    return f"lsp-agent wants to use {what}: {reason}."
 
 
 def _first_line(text: str) -> str:

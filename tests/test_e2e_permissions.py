@@ -1,0 +1,153 @@
+"""Permission questions end to end: a real LSP client answers `window/showMessageRequest`, the
+server runs the command in the real sandbox (or not at all), and the scripted model is told.
+
+Each story runs once with VS Code's client capabilities and once with Neovim's."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+
+from tests import processes
+from tests.editor import Editor
+from tests.fake_model import ScriptedModel, reply, tool_call
+
+ACTIONS = ["Allow", "Allow for this session", "Deny"]
+
+
+def tool_results(model: ScriptedModel) -> list[str]:
+    return [m["content"] for m in model.requests[-1]["messages"] if m["role"] == "tool"]
+
+
+def bash(command: str) -> Any:
+    return tool_call("bash", {"command": command})
+
+
+def answering(title: str | None) -> Any:
+    def answer(_: types.ShowMessageRequestParams) -> str | None:
+        return title
+
+    return answer
+
+
+async def test_the_user_allows_a_command_once_and_it_runs_in_the_sandbox(
+    editor: Editor, model: ScriptedModel, workspace: Path
+) -> None:
+    editor.answer = answering("Allow")
+    model.add(bash("touch made.txt && echo made"), bash("touch again.txt"), reply("done"))
+
+    result = await editor.ask("make a file")
+
+    assert result.status == "completed"
+    assert (workspace / "made.txt").exists() and (workspace / "again.txt").exists()
+    assert len(editor.questions) == 2  # "Allow" is for this call only
+    question = editor.questions[0]
+    assert question.type == types.MessageType.Warning
+    assert [a.title for a in question.actions or []] == ACTIONS
+    assert "bash" in question.message or "command" in question.message
+    assert "touch made.txt" in question.message
+    made, _ = tool_results(model)
+    assert made.startswith("exit code 0")
+    assert '<untrusted source="bash">' in made and "made" in made
+    events = editor.events_of("permission")
+    assert events[0]["name"] == "bash" and events[0]["decision"] == "allow"
+
+
+async def test_allow_for_this_session_is_not_asked_again_for_the_same_command(
+    editor: Editor, model: ScriptedModel, workspace: Path
+) -> None:
+    editor.answer = answering("Allow for this session")
+    model.add(
+        bash("touch  one.txt"),
+        bash("touch one.txt"),  # the same command, spaced differently
+        bash("touch two.txt"),  # another command: asked
+        reply("done"),
+    )
+
+    result = await editor.ask("make files")
+
+    assert result.status == "completed"
+    assert len(editor.questions) == 2
+    assert "two.txt" in editor.questions[1].message
+    assert all(r.startswith("exit code 0") for r in tool_results(model))
+    model.add(bash("touch one.txt"), reply("again"))
+    await editor.ask("once more", session=result.session)
+    assert len(editor.questions) == 2  # still this session: still allowed
+
+
+async def test_the_user_denies_a_command_and_nothing_runs(
+    editor: Editor, model: ScriptedModel, workspace: Path
+) -> None:
+    editor.answer = answering("Deny")
+    model.add(bash("touch denied.txt"), reply("ok, I will not"))
+
+    result = await editor.ask("make a file")
+
+    assert result.status == "completed"
+    assert not (workspace / "denied.txt").exists()
+    (told,) = tool_results(model)
+    assert "not run" in told and "denied" in told and "Nothing ran" in told
+    event = editor.events_of("permission")[0]
+    assert event["name"] == "bash" and event["decision"] == "deny"
+    assert editor.events_of("toolResult")[0]["ok"] is False
+
+
+async def test_a_dismissed_question_counts_as_deny(
+    editor: Editor, model: ScriptedModel, workspace: Path
+) -> None:
+    editor.answer = None  # the user closes the message
+    model.add(bash("touch ignored.txt"), reply("ok"))
+
+    await editor.ask("make a file")
+
+    assert len(editor.questions) == 1
+    assert not (workspace / "ignored.txt").exists()
+    (told,) = tool_results(model)
+    assert "not run" in told and "nobody answered" in told
+    assert editor.events_of("permission")[0]["decision"] == "deny"
+
+
+async def test_read_only_commands_run_without_a_question_and_network_tools_never_run(
+    editor: Editor, model: ScriptedModel, workspace: Path
+) -> None:
+    editor.answer = answering("Allow")
+    model.add(bash("ls && git status --short"), bash("curl http://example.com"), reply("ok"))
+
+    await editor.ask("look around")
+
+    assert editor.questions == []
+    listing, curl = tool_results(model)
+    assert "hello.py" in listing and listing.startswith("exit code 0")
+    assert "refused by policy" in curl and "network" in curl
+    event = editor.events_of("permission")[0]
+    assert event["decision"] == "deny" and event["asked"] is False
+
+
+async def test_status_reports_the_sandbox_in_effect(editor: Editor) -> None:
+    status = await editor.command("lspAgent.status", {})
+
+    assert status.sandbox == "bwrap"  # the test machine has bubblewrap (scripts/test.sh)
+    assert "bubblewrap" in status.sandboxReason
+
+
+async def test_cancelling_the_turn_kills_the_running_command(
+    editor: Editor, model: ScriptedModel
+) -> None:
+    sleep = f"1002.{uuid.uuid4().int % 10**6:06d}"
+    model.add(bash(f"sleep {sleep} & sleep {sleep}"), reply("never"))
+    running = asyncio.create_task(editor.ask("wait"))
+    tool = await editor.wait_for_event("tool")
+    for _ in range(400):  # until the command runs (a hang guard, not a timing assertion)
+        if processes.running(sleep):
+            break
+        await asyncio.sleep(0.025)
+
+    answer = await editor.command("lspAgent.cancel", {"session": tool["session"]})
+
+    assert answer.cancelled is True
+    assert (await running).status == "cancelled"
+    assert processes.gone(sleep)

@@ -1,0 +1,295 @@
+"""The sandbox: the bubblewrap options and the seatbelt profile as text, the environment
+allowlist, the probe, and the placeholders that guard protected paths that do not exist yet."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lsp_agent import sandbox as sandbox_module
+from lsp_agent.context.cap import Spills
+from lsp_agent.errors import ToolError
+from lsp_agent.sandbox import (
+    PROTECTED_DIRS,
+    PROTECTED_FILES,
+    Availability,
+    Sandbox,
+    bwrap_args,
+    command_env,
+    probe,
+    seatbelt_profile,
+    seccomp_filter,
+)
+from lsp_agent.tools.shell import run_command
+
+needs_bwrap = pytest.mark.skipif(probe().kind != "bwrap", reason=f"no bwrap: {probe().reason}")
+
+
+def test_bwrap_options_make_everything_read_only_but_the_workspace() -> None:
+    root = Path("/work/project")
+    args = bwrap_args(
+        root,
+        read_only=[root / ".git"],
+        readable=[Path("/tmp/spill")],
+        above=[Path("/tmp/repo")],
+        run_links={"current-system": "/nix/store/x"},
+    )
+    text = " ".join(args)
+
+    assert args[:3] == ["--ro-bind", "/", "/"]
+    for flag in ("--unshare-net", "--unshare-pid", "--die-with-parent"):
+        assert flag in args
+    # --new-session would move the sandbox out of the process group a kill reaches (see
+    # test_shell: a command cancelled while it starts); start_new_session does its job.
+    assert "--new-session" not in args
+    assert "--share-net" not in args and "--unshare-user" not in args
+    assert "--tmpfs /tmp" in text and "--tmpfs /run" in text and "--dev /dev" in text
+    # order matters: later mounts cover earlier ones
+    assert text.index("--tmpfs /tmp") < text.index(f"--bind {root} {root}")
+    assert text.index(f"--bind {root} {root}") < text.index(f"--ro-bind {root}/.git {root}/.git")
+    assert text.index("--tmpfs /tmp") < text.index("--ro-bind /tmp/spill /tmp/spill")
+    assert "--symlink /nix/store/x /run/current-system" in text
+    assert text.index("--tmpfs /tmp") < text.index("--ro-bind /tmp/repo /tmp/repo")
+    assert text.index("--ro-bind /tmp/repo") < text.index(f"--bind {root} {root}")
+    assert args[args.index("--chdir") + 1] == str(root)
+
+
+def test_the_seatbelt_profile_denies_by_default_and_guards_the_protected_paths() -> None:
+    # macOS only: sandbox-exec cannot run on this Linux machine, so this checks the generated
+    # profile text; the probe runs it for real on a Mac.
+    root = Path('/Users/me/my "project"')
+    profile = seatbelt_profile(root, tmp=Path("/private/var/folders/x/T/lsp-agent-tmp-1"))
+
+    lines = profile.splitlines()
+    assert lines[0] == "(version 1)" and lines[1] == "(deny default)"
+    assert "(deny network*)" in lines and "(allow network" not in profile
+    assert "(allow file-read*)" in lines
+    assert "(allow process-exec process-fork" in profile
+    assert '(subpath "/Users/me/my \\"project\\"")' in profile  # quotes escaped
+    for name in PROTECTED_DIRS:
+        assert f'(require-not (subpath "/Users/me/my \\"project\\"/{name}"))' in profile
+    for name in PROTECTED_FILES:
+        assert f'(require-not (literal "/Users/me/my \\"project\\"/{name}"))' in profile
+    assert '(regex #"^/Users/me/my\\ \\"project\\"/(.*/)?(\\.git|\\.vscode|\\.idea)(/.*)?$")' in (
+        profile
+    )
+    assert '(allow file-write* (subpath "/private/var/folders/x/T/lsp-agent-tmp-1"))' in profile
+    assert profile.count("(") == profile.count(")")
+    writes = [line for line in lines if line.startswith("(allow file-write")]
+    assert len(writes) == 3  # the workspace (guarded), the private temp folder, /dev files
+
+
+def test_the_environment_keeps_only_the_allowlist() -> None:
+    environ = {
+        "PATH": "/usr/bin",
+        "HOME": "/home/u",
+        "LANG": "C.UTF-8",
+        "LC_CTYPE": "C.UTF-8",
+        "TERM": "xterm",
+        "OPENAI_API_KEY": "sk-1",
+        "LSP_AGENT_API_KEY": "sk-2",
+        "ANTHROPIC_API_KEY": "sk-3",
+        "GITHUB_TOKEN": "t",
+        "AWS_SECRET_ACCESS_KEY": "a",
+        "AWS_PROFILE": "p",
+        "SSH_AUTH_SOCK": "/tmp/ssh",
+        "MY_SECRET": "s",
+        "LD_PRELOAD": "/evil.so",
+        "PYTHONPATH": "/evil",
+    }
+    env = command_env(environ)
+    assert set(env) == {
+        "PATH",
+        "HOME",
+        "LANG",
+        "LC_CTYPE",
+        "TERM",
+        "TMPDIR",
+        "PAGER",
+        "GIT_PAGER",
+        "GIT_DISCOVERY_ACROSS_FILESYSTEM",
+        "LSP_AGENT_SANDBOX",
+    }
+    assert env["TMPDIR"] == "/tmp" and env["GIT_PAGER"] == "cat"
+
+
+@needs_bwrap
+def test_the_probe_runs_a_real_sandbox_and_says_so() -> None:
+    found = probe()
+    assert found == Availability(found.kind, found.reason)
+    assert found.kind == "bwrap" and found.sandboxed
+    assert "bubblewrap" in found.reason and "no network" in found.reason
+    assert probe() is found  # once per process
+
+
+def test_without_bwrap_the_probe_says_none_and_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sandbox_module.platform, "system", lambda: "Linux")
+    monkeypatch.setattr(sandbox_module.shutil, "which", lambda name: None)
+    found = probe.__wrapped__()
+    assert found.kind == "none" and not found.sandboxed
+    assert "bwrap is not installed" in found.reason and "bubblewrap" in found.reason
+
+
+def test_when_bwrap_cannot_make_namespaces_the_probe_says_so(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    fake = tmp_path / "bwrap"
+    fake.write_text(
+        "#!/bin/sh\necho 'bwrap: No permissions to create new namespace, likely because the "
+        "kernel does not allow non-privileged user namespaces' >&2\nexit 1\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setattr(sandbox_module.platform, "system", lambda: "Linux")
+    monkeypatch.setattr(sandbox_module.shutil, "which", lambda name: str(fake))
+    found = probe.__wrapped__()
+    assert found.kind == "none"
+    assert "user namespaces" in found.reason and "unsandboxed" in found.reason
+
+
+def test_on_other_systems_there_is_no_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sandbox_module.platform, "system", lambda: "Windows")
+    found = probe.__wrapped__()
+    assert found.kind == "none" and "Windows" in found.reason
+
+
+def test_with_no_sandbox_the_command_is_unchanged(tmp_path: Path) -> None:
+    box = Sandbox(tmp_path, Availability("none", "test"))
+    with box.command(["/bin/sh", "-c", "true"], spill_dir=tmp_path) as launch:
+        assert launch.argv == ["/bin/sh", "-c", "true"] and launch.pass_fds == ()
+
+
+@needs_bwrap
+async def test_placeholders_guard_missing_paths_and_go_when_the_command_ends(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / ".vscode").mkdir()
+    (root / ".vscode" / "settings.json").write_text("{}")
+    box = Sandbox(root)
+
+    with box.command(["true"], spill_dir=tmp_path) as launch:
+        inside = {p.name for p in root.iterdir()}
+        assert inside >= {*PROTECTED_DIRS, *PROTECTED_FILES}
+        assert all((root / name).is_dir() for name in PROTECTED_FILES)  # folders, for git
+        assert f"{root}/.bashrc" in launch.argv
+    assert sorted(p.name for p in root.iterdir()) == [".vscode"]
+    assert (root / ".vscode" / "settings.json").read_text() == "{}"
+
+
+@needs_bwrap
+async def test_placeholders_stay_while_another_command_runs(tmp_path: Path) -> None:
+    box = Sandbox(tmp_path)
+    with box.command(["true"], spill_dir=tmp_path):
+        with box.command(["true"], spill_dir=tmp_path):
+            pass
+        assert (tmp_path / ".bashrc").is_dir()  # the first command is still guarded
+    assert not (tmp_path / ".bashrc").exists()
+
+
+@needs_bwrap
+async def test_a_placeholder_someone_wrote_into_is_kept(tmp_path: Path) -> None:
+    box = Sandbox(tmp_path)
+    with box.command(["true"], spill_dir=tmp_path):
+        (tmp_path / ".vscode" / "launch.json").write_text("{}")  # the editor, meanwhile
+    assert (tmp_path / ".vscode" / "launch.json").exists()
+
+
+def test_a_protected_path_that_is_a_symlink_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / ".vscode").symlink_to(tmp_path / "real")
+    box = Sandbox(tmp_path, Availability("bwrap", "test"))
+    with pytest.raises(ToolError) as refused, box.command(["true"], spill_dir=tmp_path):
+        pass
+    assert ".vscode" in refused.value.message and "symlink" in refused.value.message
+
+
+@needs_bwrap
+async def test_git_works_inside_a_repository_subfolder_despite_the_placeholder(
+    tmp_path: Path,
+) -> None:
+    repo = tmp_path / "repo"
+    root = repo / "sub"
+    root.mkdir(parents=True)
+    (root / "a.txt").write_text("a\n")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@e"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True)
+    (root / "a.txt").write_text("b\n")
+
+    result = await run_command(
+        "git status --short && git log --oneline | wc -l",
+        sandbox=Sandbox(root),
+        spills=Spills(tmp_path),
+        limit=10_000,
+        timeout=60,
+    )
+
+    assert result.exit_code == 0, result.output.head
+    assert result.output.head == " M a.txt\n1\n"
+
+
+@needs_bwrap
+async def test_a_worktree_git_file_pointing_inside_protects_the_real_git_folder(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "project"
+    (root / "gitdir").mkdir(parents=True)
+    (root / "gitdir" / "config").write_text("[core]\n")
+    (root / ".git").write_text("gitdir: gitdir\n")
+
+    result = await run_command(
+        "echo '[core] fsmonitor = evil' >> gitdir/config",
+        sandbox=Sandbox(root),
+        spills=Spills(tmp_path),
+        limit=10_000,
+        timeout=60,
+    )
+
+    assert result.exit_code != 0
+    assert (root / "gitdir" / "config").read_text() == "[core]\n"
+
+
+def test_the_seccomp_program_is_known_for_the_common_machines() -> None:
+    for machine in ("x86_64", "aarch64"):
+        program = seccomp_filter(machine)
+        assert program is not None and len(program) == 11 * 8  # eleven BPF instructions
+    assert seccomp_filter("riscv64") is None  # unknown numbers: no filter rather than a wrong one
+
+
+@needs_bwrap
+async def test_unix_sockets_cannot_be_made_but_socketpairs_and_loopback_work(
+    tmp_path: Path,
+) -> None:
+    script = (
+        "import socket\n"
+        "a, b = socket.socketpair(); a.send(b'pair'); print(b.recv(4).decode())\n"
+        "server = socket.create_server(('127.0.0.1', 0))\n"
+        "socket.create_connection(server.getsockname()).close(); print('loopback')\n"
+        "try:\n"
+        "    socket.socket(socket.AF_UNIX)\n"
+        "except PermissionError:\n"
+        "    print('no unix socket')\n"
+    )
+    (tmp_path / "probe.py").write_text(script)
+
+    result = await run_command(
+        f"{sys.executable} probe.py",
+        sandbox=Sandbox(tmp_path),
+        spills=Spills(tmp_path / "spill"),
+        limit=10_000,
+        timeout=60,
+    )
+
+    assert result.output.head == "pair\nloopback\nno unix socket\n", result.output.head
+
+
+def test_bwrap_is_what_the_tests_run_on_linux() -> None:
+    # scripts/test.sh installs bubblewrap: a machine without it must not pass silently.
+    if shutil.which("bwrap") is None:
+        pytest.fail("bwrap is not installed: run scripts/test.sh, which installs it")
