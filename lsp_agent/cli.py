@@ -213,12 +213,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _serve(tcp: str | None) -> int:
+    if tcp is None:
+        # Answers `initialize` before pygls is imported (DESIGN §8): see lsp_agent/boot.py.
+        from lsp_agent.boot import serve_stdio
+
+        return serve_stdio()
     from lsp_agent.server import create_server
 
     server = create_server()
-    if tcp is None:
-        server.start_io()
-        return 0
     host, _, port = tcp.rpartition(":")
     if not host or not port.isdigit():
         raise UserError(f"--tcp wants HOST:PORT, e.g. 127.0.0.1:2087, not {tcp!r}")
