@@ -254,7 +254,7 @@ class Sandbox:
             args = bwrap_args(
                 self.root,
                 read_only=read_only,
-                readable=[spill_dir],
+                readable=[spill_dir, *self._own_install()],
                 above=self._repository_above(),
                 run_links=_run_links(),
             )
@@ -285,6 +285,16 @@ class Sandbox:
             paths.append(path)
         paths.extend(self._git_dir_inside())
         return paths
+
+    def _own_install(self) -> list[Path]:
+        """lsp-agent's own Python environment, when the private /tmp or /run would hide it: the
+        tools it puts on PATH (`rg`) and the interpreter tests run must stay reachable."""
+        shown: list[Path] = []
+        for prefix in {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}:
+            hidden = any(prefix.is_relative_to(p) for p in (Path("/tmp"), Path("/run")))
+            if hidden and not prefix.is_relative_to(self.root) and prefix.is_dir():
+                shown.append(prefix)
+        return sorted(shown)
 
     def _repository_above(self) -> list[Path]:
         """The git repository the workspace is a folder of, when the private /tmp or /run would
