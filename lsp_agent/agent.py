@@ -11,19 +11,31 @@ import asyncio
 import json
 import traceback
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from lsp_agent.config import Settings, require_model
-from lsp_agent.context import reminder
+from lsp_agent.context.history import (
+    ContextEvent,
+    ContextState,
+    before_call,
+    build_request,
+    end_of_turn,
+    restore_state,
+)
+from lsp_agent.context.reminder import GitStatusChanges, reminder_message
+from lsp_agent.context.tokens import TokenMeter, request_bytes
 from lsp_agent.errors import UserError
 from lsp_agent.port import Document, EditorPort
 from lsp_agent.prompt import read_instructions, system_prompt
 from lsp_agent.provider import Provider, ProviderError, ToolCall, Usage, estimate_tokens
 from lsp_agent.sandbox import Sandbox
 from lsp_agent.session import SessionStore, Transcript
-from lsp_agent.tools.toolbox import TOOL_SCHEMAS, EditCounts, Toolbox, ToolResult
+from lsp_agent.tools.skills import SkillLocks, discover, prompt_section
+from lsp_agent.tools.stats import EditStats
+from lsp_agent.tools.todo import Plan
+from lsp_agent.tools.toolbox import NEVER_LOCKED, TOOL_SCHEMAS, EditCounts, Toolbox, ToolResult
 from lsp_agent.tools.workspace import Workspace
 
 COMPLETED = "completed"
@@ -78,15 +90,16 @@ class Session:
     history: list[dict[str, Any]]
     """Every stored message, system prompt first; what is sent is derived from it."""
     toolbox: Toolbox
+    changes: GitStatusChanges
+    """Files changed by someone else between turns, for the reminder's `<file_changes>`."""
+    meter: TokenMeter
+    """Tokens of the next request: last measured prompt plus an estimate of what came after."""
+    context: ContextState = field(default_factory=ContextState)
+    """Which stored messages are sent stubbed, dropped or replaced by a hand-off note."""
     turns: int = 0
     """Number of user prompts so far."""
     task: asyncio.Task[TurnResult] | None = None
     """The running turn, if any: one at a time per session."""
-    prompt_tokens: int = 0
-    """`usage.prompt_tokens` of the last model call (or its estimate)."""
-    cached_tokens: int | None = None
-    bytes_since_usage: int = 0
-    """Bytes of messages stored since `prompt_tokens` was measured."""
 
     @property
     def id(self) -> str:
@@ -97,12 +110,14 @@ class Session:
         return self.task is not None and not self.task.done()
 
     @property
+    def plan(self) -> Plan:
+        """The model's plan (the `todo` tool), shown in the reminder."""
+        return self.toolbox.plan
+
+    @property
     def context_tokens(self) -> int:
-        """Tokens of the next request: last measured prompt plus an estimate of what came after."""
-        if self.prompt_tokens == 0:
-            size = len(json.dumps(self.history, ensure_ascii=False).encode())
-            return estimate_tokens(size)
-        return self.prompt_tokens + estimate_tokens(self.bytes_since_usage)
+        """Estimated tokens of the next request."""
+        return self.meter.context_tokens
 
 
 class Agent:
@@ -165,8 +180,17 @@ class Agent:
         transcript = self.store.create()
         self._redact(transcript)
         instructions = read_instructions(self.workspace.root)
-        system = {"role": "system", "content": system_prompt(self.workspace.root, instructions)}
-        session = Session(transcript, [], self._toolbox())
+        toolbox = self._toolbox()
+        listed = prompt_section(list(toolbox.skills.skills.values())) if toolbox.skills else ""
+        system = {
+            "role": "system",
+            "content": system_prompt(self.workspace.root, instructions, listed),
+        }
+        session = Session(transcript, [], toolbox, self._changes(), _meter())
+        session.meter.rebase(request_bytes(session.history))
+        toolbox.on_edit = lambda attempt: transcript.append(
+            {**attempt.event(), "turn": session.turns}
+        )
         self.sessions[session.id] = session
         self._store(session, system)
         return session
@@ -196,7 +220,22 @@ class Agent:
             history.insert(
                 0, {"role": "system", "content": system_prompt(self.workspace.root, instructions)}
             )
-        session = Session(transcript, history, self._toolbox(), turns=transcript.turns)
+        state, warning = restore_state(transcript.records(), history)
+        if warning is not None:
+            self.port.log(f"session {session_id}: {warning}")
+        toolbox = self._toolbox()
+        toolbox.plan = Plan.from_history(history)
+        if toolbox.skills is not None:
+            toolbox.skills.relock_from(history)  # skills loaded before stay loaded
+        meter = _meter()
+        meter.rebase(request_bytes(build_request(history, state)))
+        session = Session(
+            transcript, history, toolbox, self._changes(), meter, state, turns=transcript.turns
+        )
+        toolbox.edit_stats = EditStats.from_events(transcript.records())
+        toolbox.on_edit = lambda attempt: transcript.append(
+            {**attempt.event(), "turn": session.turns}
+        )
         self.sessions[session.id] = session
         return session
 
@@ -258,8 +297,7 @@ class Agent:
             {
                 "session": s.id,
                 "running": s.running,
-                "contextTokens": s.context_tokens,
-                "cachedTokens": s.cached_tokens,
+                **s.meter.status(),
                 "turns": s.turns,
             }
             for s in self.sessions.values()
@@ -276,32 +314,61 @@ class Agent:
         def emit(kind: str, **fields: Any) -> None:
             self.port.emit({"session": session.id, "turn": turn, "kind": kind, **fields})
 
-        def finish(status: str, answer: str, error: str | None = None) -> TurnResult:
+        async def finish(status: str, answer: str, error: str | None = None) -> TurnResult:
+            # The snapshot comes before the status event: editors take that event as the end.
+            await self._snapshot(session)
             session.transcript.append(
                 {"type": "turn", "turn": turn, "status": status, "error": error}
             )
             emit("status", status=status, **({"error": error} if error else {}))
             return TurnResult(session.id, status, answer, counts, error)
 
+        def compacting(_: str) -> None:
+            # Only `$/progress` shows a compaction starting; its figures come when it is done.
+            emit("compaction", strategy="compact", phase="started")
+
+        async def decide(point: Callable[..., Any]) -> None:
+            session.context, events = await point(
+                session.history,
+                session.context,
+                self.settings,
+                self.provider,
+                session.meter,
+                progress=compacting,
+            )
+            self._record(session, events, emit)
+
         answer = ""
         try:
             self._store(session, {"role": "user", "content": _user_text(prompt, selection, self)})
             for _ in range(self.settings.max_turns):
                 streamed.clear()
-                request = [*session.history, await reminder.reminder_message(self.workspace.root)]
+                await decide(before_call)
+                view = build_request(session.history, session.context)
+                if session.toolbox.skills is not None:
+                    # A skill whose load_skill call a layer dropped or compacted locks again.
+                    session.toolbox.skills.relock_from(view)
+                reminder = await reminder_message(
+                    self.workspace.root,
+                    todos=session.plan.items,
+                    file_changes=await session.changes.changes(),
+                )
 
                 def on_text(chunk: str) -> None:
                     streamed.append(chunk)
                     emit("text", text=chunk)
 
-                reply = await self.provider.complete(request, TOOL_SCHEMAS, on_text)
+                reply = await self.provider.complete(
+                    [*view, reminder], session.toolbox.schemas(), on_text
+                )
                 self._measure(session, reply.usage)
                 pending = list(reply.tool_calls)
                 self._store(session, reply.message())
                 if reply.text:
                     answer = reply.text
                 if not reply.tool_calls:
-                    return finish(COMPLETED, answer)
+                    await decide(end_of_turn)
+                    return await finish(COMPLETED, answer)
                 while pending:
                     call = pending[0]
                     emit("tool", name=call.name, args=_display_args(call.arguments))
@@ -313,24 +380,27 @@ class Agent:
                         emit("edit", uri=result.edit[0].as_uri(), applied=result.edit[1])
                     self._store(session, _tool_message(call, result.text))
                     pending.pop(0)
+            await decide(end_of_turn)
             note = (
                 f"stopped after {self.settings.max_turns} model calls (maxTurns); "
                 "ask again to continue"
             )
-            return finish(MAX_TURNS, answer or note, note)
+            return await finish(MAX_TURNS, answer or note, note)
         except asyncio.CancelledError:
             self._close_pending(session, pending, "cancelled by the user before this tool finished")
             session.transcript.append(
                 {"type": "event", "kind": "cancelled", "turn": turn, "partial": "".join(streamed)}
             )
-            return finish(CANCELLED, "".join(streamed) or answer)
+            return await finish(CANCELLED, "".join(streamed) or answer)
         except ProviderError as error:
             self._close_pending(session, pending, "not run: the model endpoint failed")
-            return finish(FAILED, answer, error.message)
+            return await finish(FAILED, answer, error.message)
         except Exception as error:  # a bug of ours: the user gets a sentence, the log the trace
             self.port.log("".join(traceback.format_exception(error)))
             self._close_pending(session, pending, "not run: lsp-agent hit an internal error")
-            return finish(FAILED, answer, f"internal error in lsp-agent: {error!r}; see the log")
+            return await finish(
+                FAILED, answer, f"internal error in lsp-agent: {error!r}; see the log"
+            )
         finally:
             session.toolbox.end_turn()
 
@@ -356,13 +426,27 @@ class Agent:
 
     def _store(self, session: Session, message: dict[str, Any]) -> None:
         session.history.append(message)
-        session.bytes_since_usage += len(json.dumps(message, ensure_ascii=False).encode())
+        session.meter.added(message)
         session.transcript.append({"type": "message", "turn": session.turns, "message": message})
 
+    def _record(
+        self, session: Session, events: list[ContextEvent], emit: Callable[..., None]
+    ) -> None:
+        """Keep each context decision in the transcript (resume rebuilds the state from the
+        last one) and show it to the editor."""
+        for event in events:
+            session.transcript.append(event.record())
+            emit("compaction", **event.notification())
+
+    async def _snapshot(self, session: Session) -> None:
+        """Remember the tree as the turn leaves it, for the next turn's `<file_changes>`."""
+        try:
+            await session.changes.snapshot()
+        except Exception as error:  # a missing git must not turn a finished turn into a crash
+            self.port.log(f"git status snapshot failed: {error!r}")
+
     def _measure(self, session: Session, usage: Usage) -> None:
-        session.prompt_tokens = usage.prompt_tokens + usage.completion_tokens
-        session.cached_tokens = usage.cached_tokens
-        session.bytes_since_usage = 0
+        session.meter.measured(usage)
         session.transcript.append(
             {
                 "type": "event",
@@ -375,7 +459,13 @@ class Agent:
         )
 
     def _toolbox(self) -> Toolbox:
+        """A session's toolbox, with the skills found now (once per session)."""
         review = self.settings.mode == "review"
+        try:
+            home: Path | None = Path.home()
+        except RuntimeError:
+            home = None
+        found = discover(self.workspace.root, home, self.port.log)
         return Toolbox(
             self.workspace,
             self.port,
@@ -383,11 +473,20 @@ class Agent:
             settings=lambda: self.settings,
             sandbox=self.sandbox,
             auto_approve=self.auto_approve,
+            skills=SkillLocks(found, never_locked=NEVER_LOCKED) if found else None,
         )
+
+    def _changes(self) -> GitStatusChanges:
+        return GitStatusChanges(self.workspace.root)
 
     def _redact(self, transcript: Transcript) -> None:
         if self.settings.api_key:
             transcript.redact(self.settings.api_key)
+
+
+def _meter() -> TokenMeter:
+    """A session's meter: before the first measurement, the tool schemas count as overhead."""
+    return TokenMeter(overhead_tokens=estimate_tokens(json.dumps(TOOL_SCHEMAS)))
 
 
 def _user_text(prompt: str, selection: Selection | None, agent: Agent) -> str:

@@ -49,7 +49,7 @@ class TerminalPort:
         self._end_line()
         for change in proposal.changes:
             rel = os.path.relpath(change.path)
-            diff = unified_diff(rel, change.before or "", change.after)
+            diff = unified_diff(rel, change.before or "", change.after or "")
             self.out.write(self._colour_diff(diff))
         self.out.flush()
         if not self.yes:
@@ -66,7 +66,10 @@ class TerminalPort:
             if current != change.before:
                 return EditOutcome(False, f"{change.path} changed on disk meanwhile", stale=True)
         for change in proposal.changes:
-            await asyncio.to_thread(_write_text, change.path, change.after, change.bom)
+            if change.after is None:
+                await asyncio.to_thread(change.path.unlink, missing_ok=True)
+            else:
+                await asyncio.to_thread(_write_text, change.path, change.after, change.bom)
         return EditOutcome(True)
 
     async def ask_user(self, question: str, actions: Sequence[str]) -> str | None:

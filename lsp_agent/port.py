@@ -31,7 +31,8 @@ class FileChange:
     path: Path
     before: str | None
     """The text the change was computed against; None for a new file."""
-    after: str
+    after: str | None
+    """The text to write; None to delete the file."""
     version: int | None
     """The buffer version `before` was read at (None: read from disk or a new file)."""
     bom: bool = False
@@ -57,6 +58,8 @@ class EditOutcome:
     """The client's `failureReason` (or the user's words) when not applied."""
     stale: bool = False
     """Not applied because the buffer changed after the edit was computed (the user typed)."""
+    unsupported: bool = False
+    """Not sent at all: the editor cannot carry out part of it (e.g. it cannot delete files)."""
 
 
 class EditorPort(Protocol):

@@ -31,9 +31,12 @@ How to work:
 - When you are done, answer briefly: what you found or changed, and anything the user must do."""
 
 
-def system_prompt(root: Path, instructions: str | None = None) -> str:
-    """The session's system prompt, with the workspace's AGENTS.md folded in when present."""
+def system_prompt(root: Path, instructions: str | None = None, skills: str = "") -> str:
+    """The session's system prompt, with the workspace's AGENTS.md folded in when present and
+    `skills` (the skills' names and descriptions, `skills.prompt_section`) when not empty."""
     text = _ROLE.format(root=root)
+    if skills:
+        text += "\n\n" + skills
     if instructions and instructions.strip():
         text += (
             "\n\nThe workspace's AGENTS.md (instructions from the project's maintainers):\n"

@@ -33,6 +33,7 @@ from lsp_agent.config import Settings, load_settings
 from lsp_agent.errors import ToolError, UserError
 from lsp_agent.port import Document, EditOutcome, EditProposal
 from lsp_agent.tools import edits
+from lsp_agent.tools.stats import combined
 
 if TYPE_CHECKING:
     from lsp_agent.agent import Agent, Selection
@@ -103,6 +104,11 @@ class LspPort:
             return EditOutcome(
                 False, "this editor does not accept workspace/applyEdit, so edits cannot be shown"
             )
+        missing = self._missing_operations(proposal)
+        if missing is not None:
+            return EditOutcome(
+                False, f"this editor cannot {missing} files over LSP", unsupported=True
+            )
         pinned = []
         for change in proposal.changes:
             current = await self.read_document(change.path)
@@ -128,21 +134,43 @@ class LspPort:
                 return EditOutcome(False, result.failure_reason, stale=True)
         return EditOutcome(False, result.failure_reason)
 
+    def _missing_operations(self, proposal: EditProposal) -> str | None:
+        """What the proposal needs that the client cannot do (`delete`, `create`), or None.
+
+        Only multi-file proposals insist on `create` support: a lone new file still reaches
+        clients without it as a text edit on the missing file, which editors create.
+        """
+        server = self.server
+        if any(change.after is None for change in proposal.changes) and not (
+            server.supports_document_changes and server.supports_delete
+        ):
+            return "delete"
+        creates = any(change.before is None for change in proposal.changes)
+        if creates and len(proposal.changes) > 1 and not server.supports_create:
+            return "create"
+        return None
+
     def _workspace_edit(self, proposal: EditProposal) -> types.WorkspaceEdit:
         server = self.server
         encoding = server.position_encoding
         annotated = server.supports_change_annotations and server.supports_document_changes
+        creates: list[Any] = []
         document_changes: list[Any] = []
+        deletes: list[Any] = []
         changes: dict[str, list[types.TextEdit]] = {}
         for change in proposal.changes:
             uri = change.path.as_uri()
+            if change.after is None:
+                # Only reached when the client supports deletes (`_missing_operations`).
+                deletes.append(types.DeleteFile(uri=uri, kind="delete"))
+                continue
             planned = [
                 _text_edit(e, annotated)
                 for e in edits.text_edits(change.before or "", change.after, encoding)
             ]
             if server.supports_document_changes:
                 if change.before is None and server.supports_create:
-                    document_changes.append(types.CreateFile(uri=uri, kind="create"))
+                    creates.append(types.CreateFile(uri=uri, kind="create"))
                 identifier = types.OptionalVersionedTextDocumentIdentifier(
                     uri=uri, version=change.version
                 )
@@ -160,8 +188,9 @@ class LspPort:
                     description=proposal.description,
                 )
             }
+        # Files are created before their text is edited in, and deleted last.
         return types.WorkspaceEdit(
-            document_changes=document_changes, change_annotations=annotations
+            document_changes=creates + document_changes + deletes, change_annotations=annotations
         )
 
     async def ask_user(self, question: str, actions: Sequence[str]) -> str | None:
@@ -178,7 +207,11 @@ class LspPort:
         return answer.title if answer is not None else None
 
     def emit(self, event: dict[str, Any]) -> None:
-        self.server.protocol.notify(names.EVENT, event)
+        # A compaction that is starting is news for `$/progress` only: the editors' event
+        # stream gets each layer's `compaction` event, with its figures, once it is done.
+        starting = event["kind"] == "compaction" and event.get("phase") == "started"
+        if not starting:
+            self.server.protocol.notify(names.EVENT, event)
         token = self.progress.get(event["session"])
         if token is None:
             return
@@ -193,6 +226,12 @@ class LspPort:
             message = "writing the answer…"
         elif kind == "permission":
             message = f"{event['name']}: {event['decision']}"
+        elif kind == "compaction":
+            message = (
+                "compacting"
+                if starting
+                else f"context {event['strategy']}: {event['before']} → {event['after']} tokens"
+            )
         else:
             return
         self.server.work_done_progress.report(
@@ -247,6 +286,12 @@ class AgentServer(LanguageServer):
         edit = self._edit_capabilities
         operations = (edit and edit.resource_operations) or []
         return types.ResourceOperationKind.Create in operations
+
+    @property
+    def supports_delete(self) -> bool:
+        edit = self._edit_capabilities
+        operations = (edit and edit.resource_operations) or []
+        return types.ResourceOperationKind.Delete in operations
 
     @property
     def supports_change_annotations(self) -> bool:
@@ -490,6 +535,12 @@ def create_server() -> AgentServer:
         agent = ls.agent
         settings = agent.settings if agent is not None else load_settings(ls.editor_settings)[0]
         listed = agent.status() if agent is not None else []
+        figures = {
+            sid: session.toolbox.edit_stats
+            for sid, session in (agent.sessions.items() if agent is not None else ())
+        }
+        for entry in listed:
+            entry["edits"] = figures[entry["session"]].to_json()
         if wanted is not None:
             listed = [s for s in listed if s["session"] == wanted]
         # The probe runs a real sandboxed command once per process: off the event loop.
@@ -502,6 +553,7 @@ def create_server() -> AgentServer:
             "sandboxReason": sandbox.reason,
             "contextWindow": settings.context_window,
             "sessions": listed,
+            "edits": combined(figures.values()).to_json(),
             "settings": settings.describe(),
             "version": __version__,
         }

@@ -138,9 +138,12 @@ class Editor:
         edit = params.edit
         planned: list[tuple[str, int | None, list[Any]]] = []
         creates: list[str] = []
+        deletes: list[str] = []
         for change in edit.document_changes or []:
             if isinstance(change, types.CreateFile):
                 creates.append(change.uri)
+            elif isinstance(change, types.DeleteFile):
+                deletes.append(change.uri)
             elif isinstance(change, types.TextDocumentEdit):
                 planned.append(
                     (change.text_document.uri, change.text_document.version, change.edits)
@@ -179,6 +182,12 @@ class Editor:
                 text = raw.decode("utf-8").removeprefix("\ufeff")
                 new = apply_lsp_edits(text, text_edits, self.encoding)
                 path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + new.encode("utf-8"))
+        for uri in deletes:
+            if self.buffers.pop(uri, None) is not None:  # the editor closes a deleted file
+                self.client.text_document_did_close(
+                    types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri=uri))
+                )
+            _path(uri).unlink(missing_ok=True)
         return types.ApplyWorkspaceEditResult(applied=True)
 
     def type_raw(self, uri: str, text: str) -> None:

@@ -25,7 +25,10 @@ from lsp_agent.context.cap import Excerpt, Spills, render
 from lsp_agent.errors import ToolError
 from lsp_agent.port import Document, EditorPort, EditProposal, FileChange
 from lsp_agent.sandbox import Sandbox
-from lsp_agent.tools import edits, files, shell
+from lsp_agent.tools import edits, files, patch, shell, syntax
+from lsp_agent.tools.skills import LOAD_SKILL, SkillLocks, load_skill_schema
+from lsp_agent.tools.stats import EDIT_TOOLS, EditAttempt, EditStats
+from lsp_agent.tools.todo import TODO_SCHEMA, Plan
 from lsp_agent.tools.workspace import Workspace
 
 # How long an edit the editor said it applied may take to show up in the buffer we track
@@ -142,7 +145,12 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
             },
         },
     },
+    patch.APPLY_PATCH_SCHEMA,
+    TODO_SCHEMA,
 ]
+
+NEVER_LOCKED = frozenset({"read_file", "search", "list_files", "todo", LOAD_SKILL})
+"""Tools a skill cannot lock: the model always needs them to look around and plan."""
 
 _REQUIRED: dict[str, dict[str, type]] = {
     "read_file": {"path": str},
@@ -150,7 +158,10 @@ _REQUIRED: dict[str, dict[str, type]] = {
     "list_files": {},
     "edit_file": {"path": str, "old": str, "new": str},
     "write_file": {"path": str, "content": str},
+    "apply_patch": {"patch": str},
+    LOAD_SKILL: {"name": str},
     "bash": {"command": str},
+    "todo": {"items": object},
 }
 _OPTIONAL: dict[str, dict[str, type]] = {
     "read_file": {"start": int, "limit": int},
@@ -158,7 +169,10 @@ _OPTIONAL: dict[str, dict[str, type]] = {
     "list_files": {"path": str, "glob": str},
     "edit_file": {},
     "write_file": {},
+    "apply_patch": {},
+    LOAD_SKILL: {},
     "bash": {"timeout": float},
+    "todo": {},
 }
 
 
@@ -181,6 +195,8 @@ class ToolResult:
     permission: dict[str, Any] | None = None
     """The `permission` event of this call (`name`, `decision`, ...), when it was asked or
     denied."""
+    paths: tuple[str, ...] = ()
+    """For edit tools: the workspace-relative files the call touched or tried to."""
 
 
 @dataclass
@@ -214,11 +230,27 @@ class Toolbox:
     auto_approve: frozenset[str] = frozenset()
     """Tools whose `ask` is answered Allow without asking (the CLI's --yes, --yes-commands);
     never for a command that would run unsandboxed."""
+    plan: Plan = field(default_factory=Plan)
+    """The session's plan, replaced by the `todo` tool and shown in the reminder."""
+    skills: SkillLocks | None = None
+    """The session's skills and which of their tools are locked; None without skills."""
+    edit_stats: EditStats = field(default_factory=EditStats)
+    """The session's edit attempts: how many landed, at the first try, why the others failed."""
+    on_edit: Callable[[EditAttempt], None] | None = None
+    """Hears each edit attempt after it is counted (the agent keeps it in the transcript)."""
+
+    def schemas(self) -> list[dict[str, Any]]:
+        """The tools to offer the model: the belt, and `load_skill` when there are skills."""
+        if self.skills is None:
+            return TOOL_SCHEMAS
+        return [*TOOL_SCHEMAS, load_skill_schema(list(self.skills.skills.values()))]
 
     async def run(self, name: str, arguments: str) -> ToolResult:
         """Run one tool call; never raises for anything the model did wrong."""
         permission: dict[str, Any] | None = None
         try:
+            if self.skills is not None:
+                self.skills.check(name)
             args = _parse_arguments(name, arguments)
             permission = await self._permit(name, args)
             result = await self._dispatch(name, args)
@@ -232,7 +264,24 @@ class Toolbox:
                 reason=error.reason,
             )
         result.permission = permission
+        if name in EDIT_TOOLS:
+            self._count_attempt(name, arguments, result)
         return self._capped(name, result)
+
+    def _count_attempt(self, name: str, arguments: str, result: ToolResult) -> None:
+        """Count one edit-tool call in the statistics and report it."""
+        try:
+            args = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError:
+            args = {}
+        if not isinstance(args, dict):
+            args = {}
+        named = [args["path"]] if isinstance(args.get("path"), str) else _patch_paths(args)
+        result.paths = tuple(self._rule_path(path) for path in named)
+        attempt = EditAttempt(name, result.paths, result.ok, None if result.ok else result.reason)
+        self.edit_stats.record(attempt)
+        if self.on_edit is not None:
+            self.on_edit(attempt)
 
     def end_turn(self) -> None:
         """The turn is over: its spill files go."""
@@ -260,15 +309,21 @@ class Toolbox:
             # The first call probes the machine with a real sandboxed command: off the loop.
             sandbox = self._sandbox()
             sandboxed = (await asyncio.to_thread(lambda: sandbox.availability)).sandboxed
-        verdict = permissions.decide(
-            name,
-            subject,
-            rules=rules,
-            session=self.session_rules,
-            root=self.workspace.root,
-            sandboxed=sandboxed,
-            readable=self.spills.existing(),
-        )
+        # A patch is judged file by file, like the edits it stands for; the strictest wins.
+        subjects = [{"path": self._rule_path(p)} for p in _patch_paths(args)] or [subject]
+        verdicts = [
+            permissions.decide(
+                name,
+                one,
+                rules=rules,
+                session=self.session_rules,
+                root=self.workspace.root,
+                sandboxed=sandboxed,
+                readable=self.spills.existing(),
+            )
+            for one in subjects
+        ]
+        verdict = max(verdicts, key=lambda v: _STRICTNESS[v.decision])
         if verdict.decision == permissions.ALLOW:
             return None
         what = _call_text(name, args)
@@ -283,7 +338,9 @@ class Toolbox:
         question = _question(name, what, verdict.reason, sandboxed)
         answer = await self.port.ask_user(question, permissions.ANSWERS)
         if answer == permissions.ANSWER_SESSION:
-            self.session_rules.allow(name, verdict.shape)
+            for asked in verdicts:
+                if asked.decision == permissions.ASK:
+                    self.session_rules.allow(name, asked.shape)
         if answer in (permissions.ANSWER_ALLOW, permissions.ANSWER_SESSION):
             scope = "session" if answer == permissions.ANSWER_SESSION else "once"
             return {"name": name, "decision": "allow", "asked": True, "scope": scope}
@@ -330,6 +387,14 @@ class Toolbox:
             return await self._edit_file(args["path"], args["old"], args["new"])
         if name == "write_file":
             return await self._write_file(args["path"], args["content"])
+        if name == "apply_patch":
+            return await self._apply_patch(args["patch"])
+        if name == LOAD_SKILL and self.skills is not None:
+            loaded = self.skills.load_skill(args["name"])
+            return ToolResult(text=loaded.text(), ok=True, summary=f"loaded skill {args['name']}")
+        if name == "todo":
+            text = self.plan.replace(args)
+            return ToolResult(text=text, ok=True, summary=_first_line(text))
         raise ToolError(f"unknown tool {name!r}: use one of {', '.join(_REQUIRED)}")
 
     async def _read_file(self, path: str, start: int, limit: int) -> ToolResult:
@@ -382,6 +447,7 @@ class Toolbox:
         after = edits.plan_edit(document.text, old, new, path=rel)
         if after == document.text:
             raise ToolError(f"old and new are the same text: nothing to change in {rel}")
+        await _syntax_guard(rel, document.text, after)
         change = FileChange(target, document.text, after, document.version, document.bom)
         return await self._propose(rel, change)
 
@@ -392,11 +458,174 @@ class Toolbox:
             raise ToolError(
                 f"{rel} already exists: read it and use edit_file to change it", reason="exists"
             )
+        await _syntax_guard(rel, None, content)
         return await self._propose(rel, FileChange(target, None, content, None))
+
+    async def _apply_patch(self, text: str) -> ToolResult:
+        patches = patch.parse_patch(text)
+        found: dict[str, tuple[Path, Document | None] | ToolError] = {}
+        for name in patch.paths(patches):
+            try:
+                found[name] = await self._patch_target(name)
+            except ToolError as error:
+                found[name] = error
+
+        def read_current(name: str) -> tuple[Path, str | None]:
+            entry = found.get(name)
+            if entry is None:  # a path `paths()` did not list: resolve it without the editor
+                entry = (self.workspace.resolve(name, for_write=True), None)
+            if isinstance(entry, ToolError):
+                raise entry
+            target, document = entry
+            return target, document.text if document is not None else None
+
+        planned = patch.plan_patch(patches, read_current)
+        refusals = await asyncio.gather(
+            *(
+                asyncio.to_thread(syntax.check, change.rel, change.before, change.after)
+                for change in planned
+                if change.after is not None
+            )
+        )
+        messages = [message for message in refusals if message]
+        if messages:
+            raise ToolError("\n".join(messages), reason="syntax")
+        documents = {
+            entry[0]: entry[1] for entry in found.values() if not isinstance(entry, ToolError)
+        }
+        changes = []
+        for change in planned:
+            document = documents.get(change.path)
+            changes.append(
+                FileChange(
+                    change.path,
+                    change.before,
+                    change.after,
+                    document.version if document is not None else None,
+                    document.bom if document is not None else False,
+                )
+            )
+        return await self._propose_patch(planned, tuple(changes))
+
+    async def _patch_target(self, name: str) -> tuple[Path, Document | None]:
+        """A file a patch names, resolved for writing, with its current text (None: absent).
+
+        An existing file must have been read, and not changed since, as for `edit_file`.
+        """
+        target = self.workspace.resolve(name, for_write=True)
+        rel = self.workspace.relative(target)
+        document = await self.port.read_document(target)
+        if document is None:
+            if not await asyncio.to_thread(target.exists):
+                return target, None
+            document = await asyncio.to_thread(self.workspace.read_disk, target)
+        seen = self.reads.get(target)
+        if seen is None:
+            raise ToolError(
+                f"{rel} has not been read in this session: call read_file first, then send the "
+                "patch again",
+                reason="unread",
+            )
+        if files.content_hash(document.text) != seen:
+            self.reads.pop(target, None)
+            raise ToolError(
+                f"{rel} changed since you last read it (edited in the editor or on disk): read "
+                "it again, then redo the patch against what is there now",
+                reason="stale",
+            )
+        return target, document
+
+    async def _propose_patch(
+        self, planned: list[patch.PlannedChange], changes: tuple[FileChange, ...]
+    ) -> ToolResult:
+        """Propose every file of a patch as one edit; tell the model what landed."""
+        names = ", ".join(change.rel for change in planned)
+        diff = "".join(
+            edits.unified_diff(change.rel, change.before or "", change.after or "")
+            for change in planned
+        )
+        proposal = EditProposal(
+            label=f"lsp-agent: {names}",
+            description=patch.describe(planned),
+            changes=changes,
+            needs_confirmation=self.needs_confirmation(),
+        )
+        first = changes[0].path
+        self.counts.proposed += 1
+        outcome = await self.port.propose_edit(proposal)
+        if not outcome.applied:
+            self.counts.rejected += 1
+            for refused in changes:
+                self.reads.pop(refused.path, None)
+        if outcome.unsupported:
+            return ToolResult(
+                text=(
+                    f"not applied — {outcome.reason}. Nothing was changed. Send the patch again "
+                    "without those files (only updates), and tell the user in your answer which "
+                    "files to create or delete themselves."
+                ),
+                ok=False,
+                summary=f"not applied: {outcome.reason}",
+                reason="unsupported",
+                edit=(first, False),
+            )
+        if not outcome.applied and outcome.stale:
+            return ToolResult(
+                text=(
+                    f"not applied — a file of the patch ({names}) changed in the editor after "
+                    "you read it. Nothing was changed: read the files again and redo the patch "
+                    "against their current text."
+                ),
+                ok=False,
+                summary="not applied: a file changed in the editor",
+                reason="stale",
+                edit=(first, False),
+            )
+        if not outcome.applied:
+            why = f": {outcome.reason}" if outcome.reason else ""
+            return ToolResult(
+                text=(
+                    f"not applied — the user rejected this patch ({names}){why}. The files are "
+                    "unchanged by you; read them again before any new edit, and ask the user if "
+                    "the reason is unclear."
+                ),
+                ok=False,
+                summary=f"rejected {names}{why}"[:200],
+                reason="rejected",
+                edit=(first, False),
+            )
+        self.counts.applied += 1
+        differ = []
+        for change, file_change in zip(planned, changes, strict=True):
+            if not await self._landed(file_change):
+                self.reads.pop(file_change.path, None)
+                differ.append(change.rel)
+            elif file_change.after is None:
+                self.reads.pop(file_change.path, None)
+            else:
+                self.reads[file_change.path] = files.content_hash(file_change.after)
+        verb = f"applied: {patch.describe(planned)}"
+        if differ:
+            return ToolResult(
+                text=(
+                    f"the editor applied the patch, but {', '.join(differ)} now differ from what "
+                    "you proposed (the user may have kept only some of the hunks or typed "
+                    "since): read them again before editing them further."
+                ),
+                ok=True,
+                summary=f"{verb} (changed by the user)"[:200],
+                edit=(first, True),
+            )
+        return ToolResult(
+            text=f"{verb}\n{diff}",
+            ok=True,
+            summary=f"{verb} ({_diff_size(diff)})"[:200],
+            edit=(first, True),
+        )
 
     async def _propose(self, rel: str, change: FileChange) -> ToolResult:
         created = change.before is None
-        diff = edits.unified_diff(rel, change.before or "", change.after)
+        diff = edits.unified_diff(rel, change.before or "", change.after or "")
         proposal = EditProposal(
             label=f"lsp-agent: {rel}",
             description=("create " if created else "edit ") + rel,
@@ -436,7 +665,7 @@ class Toolbox:
             )
         landed = await self._landed(change)
         self.counts.applied += 1
-        if landed is None:
+        if not landed:
             self.reads.pop(change.path, None)
             return ToolResult(
                 text=(
@@ -448,7 +677,7 @@ class Toolbox:
                 summary=f"applied {rel} (changed by the user)",
                 edit=(change.path, True),
             )
-        self.reads[change.path] = files.content_hash(landed.text)
+        self.reads[change.path] = files.content_hash(change.after or "")
         verb = "created" if created else "applied"
         return ToolResult(
             text=f"{verb}: {rel}\n{diff}",
@@ -457,19 +686,32 @@ class Toolbox:
             edit=(change.path, True),
         )
 
-    async def _landed(self, change: FileChange) -> Document | None:
-        """The file after an edit the editor says it applied, or None if it differs."""
+    async def _landed(self, change: FileChange) -> bool:
+        """Whether an edit the editor says it applied shows: the file has the new text, or,
+        for a deletion, neither a buffer nor a file is left."""
         deadline = time.monotonic() + LANDING_WAIT_S
         while True:
-            try:
-                document = await self.current(change.path)
-            except ToolError:
-                document = None
-            if document is not None and document.text == change.after:
-                return document
+            if change.after is None:
+                buffer = await self.port.read_document(change.path)
+                if buffer is None and not await asyncio.to_thread(change.path.exists):
+                    return True
+            else:
+                try:
+                    document: Document | None = await self.current(change.path)
+                except ToolError:
+                    document = None
+                if document is not None and document.text == change.after:
+                    return True
             if time.monotonic() >= deadline:
-                return None
+                return False
             await asyncio.sleep(0.02)
+
+
+async def _syntax_guard(rel: str, before: str | None, after: str) -> None:
+    """Refuse `after` when it brings syntax errors `before` did not have (parsed off the loop)."""
+    message = await asyncio.to_thread(syntax.check, rel, before, after)
+    if message:
+        raise ToolError(message, reason="syntax")
 
 
 def _parse_arguments(name: str, arguments: str) -> dict[str, Any]:
@@ -513,6 +755,21 @@ def _parse_arguments(name: str, arguments: str) -> dict[str, Any]:
             )
         checked[key] = value
     return checked
+
+
+_STRICTNESS = {permissions.ALLOW: 0, permissions.ASK: 1, permissions.DENY: 2}
+
+
+def _patch_paths(args: Mapping[str, Any]) -> list[str]:
+    """The files an `apply_patch` call names; none when it is not one or does not parse (the
+    tool itself then says what is wrong)."""
+    text = args.get("patch")
+    if not isinstance(text, str):
+        return []
+    try:
+        return patch.paths(patch.parse_patch(text))
+    except ToolError:
+        return []
 
 
 class _Denied(ToolError):
