@@ -209,6 +209,17 @@ function H.wait_turn(status, count)
   H.wait_for(("%d turn(s) to end with %s"):format(count, status), function()
     return H.turns_ended(status) >= count and require("lsp_agent").status() == ""
   end)
+  -- The `status` event ends the turn in the statusline; the `lspAgent.ask` answer, which adds
+  -- the edit counts, may arrive a moment later: wait for it when the turn proposed edits.
+  H.wait_for("the ask answer with its edit counts", function()
+    local edit_tools = { edit_file = true, write_file = true, apply_patch = true }
+    local edited, counted = false, false
+    for _, line in ipairs(H.answer_lines()) do
+      edited = edited or edit_tools[line:match("^%- `([%w_]+)`") or ""] == true
+      counted = counted or line:match("^_edits:") ~= nil
+    end
+    return counted or not edited
+  end)
 end
 
 return H

@@ -88,6 +88,9 @@ local function capabilities()
   caps.workspace.configuration = true
   caps.workspace.workspaceEdit = vim.tbl_extend("force", caps.workspace.workspaceEdit or {}, {
     documentChanges = true,
+    -- The review applies created files but not renames or deletes: claim only what it does,
+    -- so the server tells the model instead of sending an edit the plugin must refuse.
+    resourceOperations = { "create" },
     -- The server marks every edit with `needsConfirmation`: false in its `auto` mode, which
     -- lets the review step aside (see workspace_edit.needs_confirmation).
     changeAnnotationSupport = { groupsOnLabel = false },
