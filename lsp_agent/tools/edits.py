@@ -161,7 +161,7 @@ def _changed_lines(a: list[str], b: list[str]) -> list[tuple[int, int, int, int]
     """
     changed: list[tuple[int, int, int, int]] = []
     prev_i = prev_j = 0
-    for i, j in [*_unique_anchors(a, b), (len(a), len(b))]:
+    for i, j in [*unique_anchors(a, b), (len(a), len(b))]:
         if prev_i < i or prev_j < j:
             matcher = difflib.SequenceMatcher(None, a[prev_i:i], b[prev_j:j], autojunk=False)
             for tag, i1, i2, j1, j2 in matcher.get_opcodes():
@@ -171,7 +171,7 @@ def _changed_lines(a: list[str], b: list[str]) -> list[tuple[int, int, int, int]
     return changed
 
 
-def _unique_anchors(a: list[str], b: list[str]) -> list[tuple[int, int]]:
+def unique_anchors(a: Sequence[str], b: Sequence[str]) -> list[tuple[int, int]]:
     """Pairs (i, j) with a[i] == b[j] unique on both sides, the longest run increasing in both."""
     count_a: dict[str, int] = {}
     for line in a:

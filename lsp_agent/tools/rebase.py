@@ -21,13 +21,14 @@ Guarantees:
 
 from __future__ import annotations
 
-import bisect
 import difflib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import merge3
+
+from lsp_agent.tools.edits import unique_anchors
 
 CONTEXT_LINES = 3
 """Lines either side of a hunk that must not have become ambiguous in the current text."""
@@ -287,7 +288,7 @@ class PatienceMatcher:
         a, b = self.a, self.b
         blocks: list[tuple[int, int, int]] = []
         prev_i = prev_j = 0
-        for i, j in [*_unique_anchors(a, b), (len(a), len(b))]:
+        for i, j in [*unique_anchors(a, b), (len(a), len(b))]:
             if prev_i < i and prev_j < j:
                 matcher = difflib.SequenceMatcher(None, a[prev_i:i], b[prev_j:j], autojunk=False)
                 for x, y, size in matcher.get_matching_blocks():
@@ -305,39 +306,3 @@ class PatienceMatcher:
                 merged.append((x, y, size))
         merged.append((len(a), len(b), 0))
         return merged
-
-
-def _unique_anchors(a: Sequence[str], b: Sequence[str]) -> list[tuple[int, int]]:
-    """Pairs (i, j) with a[i] == b[j] unique on both sides, the longest run increasing in both."""
-    count_a: dict[str, int] = {}
-    for line in a:
-        count_a[line] = count_a.get(line, 0) + 1
-    count_b: dict[str, int] = {}
-    where_b: dict[str, int] = {}
-    for j, line in enumerate(b):
-        count_b[line] = count_b.get(line, 0) + 1
-        where_b[line] = j
-    pairs = [
-        (i, where_b[line])
-        for i, line in enumerate(a)
-        if count_a[line] == 1 and count_b.get(line) == 1
-    ]
-    tops: list[int] = []
-    top_index: list[int] = []
-    back: list[int] = []
-    for k, (_, j) in enumerate(pairs):
-        pile = bisect.bisect_left(tops, j)
-        back.append(top_index[pile - 1] if pile else -1)
-        if pile == len(tops):
-            tops.append(j)
-            top_index.append(k)
-        else:
-            tops[pile] = j
-            top_index[pile] = k
-    chain: list[tuple[int, int]] = []
-    k = top_index[-1] if top_index else -1
-    while k >= 0:
-        chain.append(pairs[k])
-        k = back[k]
-    chain.reverse()
-    return chain
