@@ -446,8 +446,19 @@ def create_server() -> AgentServer:
     def initialize(params: types.InitializeParams) -> None:
         """Keep `initializationOptions`: the editor's settings before any configuration request."""
         options = params.initialization_options
-        if isinstance(options, dict):
-            ls.editor_settings = dict(options.get(names.SETTINGS_SECTION, options))
+        if not isinstance(options, dict):
+            return
+        section = options.get(names.SETTINGS_SECTION, options)
+        if isinstance(section, dict):
+            ls.editor_settings = dict(section)
+        else:
+            ls.window_show_message(
+                types.ShowMessageParams(
+                    type=types.MessageType.Warning,
+                    message=f"lspAgent settings in initializationOptions must be an object, "
+                    f"not {type(section).__name__}: using the other sources",
+                )
+            )
 
     @ls.feature(types.INITIALIZED)
     def initialized(params: types.InitializedParams) -> None:

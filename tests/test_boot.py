@@ -480,7 +480,7 @@ def test_the_fast_server_answers_as_the_plain_one_and_only_once(
     "first",
     [
         [initialize({}, 1.5)],  # an id pygls echoes as it is, which the boot leaves to it
-        [initialize({}, initializationOptions={"lspAgent": None})],  # pygls answers an error
+        [initialize({}, initializationOptions={"lspAgent": None})],  # the server warns
         [{"jsonrpc": "2.0", "method": "$/setTrace", "params": {"value": "off"}}, initialize({})],
     ],
     ids=["float-id", "bad-settings", "notification-first"],

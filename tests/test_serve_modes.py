@@ -13,7 +13,7 @@ from pytest_lsp import LanguageClient, client_capabilities
 from pytest_lsp.client import make_test_lsp_client
 
 from tests.conftest import settings_for
-from tests.editor import Editor, server_env
+from tests.editor import Editor, server_env, start_editor
 from tests.fake_model import ScriptedModel, reply
 
 
@@ -77,3 +77,22 @@ async def test_changed_settings_apply_to_the_next_ask(editor: Editor, model: Scr
         await asyncio.sleep(0.05)
     assert status.settings.maxTurns.value == 7
     assert status.settings.maxTurns.source == "editor"
+
+
+async def test_settings_of_the_wrong_shape_get_a_warning_not_a_crash(
+    workspace: Path, state_dir: Path, home: Path
+) -> None:
+    editor = await start_editor(
+        workspace,
+        "visual-studio-code",
+        None,
+        state_dir=state_dir,
+        home=home,  # type: ignore[arg-type]
+    )
+    try:
+        status = await editor.command("lspAgent.status", {})
+        assert status.model is None and status.settings.model.source == "default"
+        assert any("must be an object" in m.message for m in editor.client.messages)
+    finally:
+        await editor.client.shutdown_session()
+        await editor.client.stop()
