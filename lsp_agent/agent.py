@@ -35,7 +35,14 @@ from lsp_agent.session import SessionStore, Transcript
 from lsp_agent.tools.skills import SkillLocks, discover, prompt_section
 from lsp_agent.tools.stats import EditStats
 from lsp_agent.tools.todo import Plan
-from lsp_agent.tools.toolbox import NEVER_LOCKED, TOOL_SCHEMAS, EditCounts, Toolbox, ToolResult
+from lsp_agent.tools.toolbox import (
+    NEVER_LOCKED,
+    TOOL_SCHEMAS,
+    EditCounts,
+    Toolbox,
+    ToolResult,
+    editor_view,
+)
 from lsp_agent.tools.workspace import Workspace
 
 COMPLETED = "completed"
@@ -281,7 +288,7 @@ class Agent:
 
     async def workspace_document(self, path: Path) -> Document:
         """A file as the editor shows it: the open buffer, else the disk."""
-        return await self._toolbox().current(path)
+        return await editor_view(self.port, self.workspace, path)
 
     def cancel(self, session_id: str) -> bool:
         """Cancel the session's running turn; False when nothing was running."""

@@ -365,10 +365,7 @@ class Toolbox:
 
     async def current(self, path: Path) -> Document:
         """The file as the editor shows it: the open buffer, else the disk."""
-        document = await self.port.read_document(path)
-        if document is not None:
-            return document
-        return await asyncio.to_thread(self.workspace.read_disk, path)
+        return await editor_view(self.port, self.workspace, path)
 
     async def _dispatch(self, name: str, args: Mapping[str, Any]) -> ToolResult:
         if name == "read_file":
@@ -712,6 +709,14 @@ async def _syntax_guard(rel: str, before: str | None, after: str) -> None:
     message = await asyncio.to_thread(syntax.check, rel, before, after)
     if message:
         raise ToolError(message, reason="syntax")
+
+
+async def editor_view(port: EditorPort, workspace: Workspace, path: Path) -> Document:
+    """The file as the editor shows it: the open buffer, else the disk (read off the loop)."""
+    document = await port.read_document(path)
+    if document is not None:
+        return document
+    return await asyncio.to_thread(workspace.read_disk, path)
 
 
 def _parse_arguments(name: str, arguments: str) -> dict[str, Any]:
