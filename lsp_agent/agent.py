@@ -13,7 +13,7 @@ import traceback
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lsp_agent.config import Settings, require_model
 from lsp_agent.context.history import (
@@ -24,7 +24,7 @@ from lsp_agent.context.history import (
     end_of_turn,
     restore_state,
 )
-from lsp_agent.context.reminder import GitStatusChanges, reminder_message
+from lsp_agent.context.reminder import FileChangeSource, GitStatusChanges, reminder_message
 from lsp_agent.context.tokens import TokenMeter, request_bytes
 from lsp_agent.errors import UserError
 from lsp_agent.port import Document, EditorPort
@@ -44,6 +44,9 @@ from lsp_agent.tools.toolbox import (
     editor_view,
 )
 from lsp_agent.tools.workspace import Workspace
+
+if TYPE_CHECKING:
+    from lsp_agent.changes import ChangeTracker
 
 COMPLETED = "completed"
 CANCELLED = "cancelled"
@@ -97,8 +100,8 @@ class Session:
     history: list[dict[str, Any]]
     """Every stored message, system prompt first; what is sent is derived from it."""
     toolbox: Toolbox
-    changes: GitStatusChanges
-    """Files changed by someone else between turns, for the reminder's `<file_changes>`."""
+    changes: FileChangeSource
+    """Files changed by someone else since the agent's last turn, for `<file_changes>`."""
     meter: TokenMeter
     """Tokens of the next request: last measured prompt plus an estimate of what came after."""
     context: ContextState = field(default_factory=ContextState)
@@ -140,6 +143,7 @@ class Agent:
         *,
         sandbox: Sandbox | None = None,
         auto_approve: Collection[str] = (),
+        tracker: ChangeTracker | None = None,
     ) -> None:
         self.settings = settings
         """Settings in effect; replaced as a whole when the editor's change."""
@@ -154,6 +158,8 @@ class Agent:
         """Where every session's commands run (the probe runs on first use)."""
         self.auto_approve = frozenset(auto_approve)
         """Tools whose permission questions are answered Allow (the CLI's --yes flags)."""
+        self.tracker = tracker
+        """The workspace's change tracker (the server's); None: `git status` between turns."""
 
     @property
     def provider(self) -> Provider:
@@ -187,13 +193,13 @@ class Agent:
         transcript = self.store.create()
         self._redact(transcript)
         instructions = read_instructions(self.workspace.root)
-        toolbox = self._toolbox()
+        toolbox = self._toolbox(transcript.session_id)
         listed = prompt_section(list(toolbox.skills.skills.values())) if toolbox.skills else ""
         system = {
             "role": "system",
             "content": system_prompt(self.workspace.root, instructions, listed),
         }
-        session = Session(transcript, [], toolbox, self._changes(), _meter())
+        session = Session(transcript, [], toolbox, self._changes(transcript.session_id), _meter())
         session.meter.rebase(request_bytes(session.history))
         toolbox.on_edit = lambda attempt: transcript.append(
             {**attempt.event(), "turn": session.turns}
@@ -230,14 +236,20 @@ class Agent:
         state, warning = restore_state(transcript.records(), history)
         if warning is not None:
             self.port.log(f"session {session_id}: {warning}")
-        toolbox = self._toolbox()
+        toolbox = self._toolbox(session_id)
         toolbox.plan = Plan.from_history(history)
         if toolbox.skills is not None:
             toolbox.skills.relock_from(history)  # skills loaded before stay loaded
         meter = _meter()
         meter.rebase(request_bytes(build_request(history, state)))
         session = Session(
-            transcript, history, toolbox, self._changes(), meter, state, turns=transcript.turns
+            transcript,
+            history,
+            toolbox,
+            self._changes(session_id),
+            meter,
+            state,
+            turns=transcript.turns,
         )
         toolbox.edit_stats = EditStats.from_events(transcript.records())
         toolbox.on_edit = lambda attempt: transcript.append(
@@ -383,8 +395,8 @@ class Agent:
                     if result.permission is not None:
                         emit("permission", **result.permission)
                     emit("toolResult", name=call.name, ok=result.ok, summary=result.summary)
-                    if result.edit is not None:
-                        emit("edit", uri=result.edit[0].as_uri(), applied=result.edit[1])
+                    for path, applied in result.edits:
+                        emit("edit", uri=path.as_uri(), applied=applied)
                     self._store(session, _tool_message(call, result.text))
                     pending.pop(0)
             await decide(end_of_turn)
@@ -450,7 +462,7 @@ class Agent:
         try:
             await session.changes.snapshot()
         except Exception as error:  # a missing git must not turn a finished turn into a crash
-            self.port.log(f"git status snapshot failed: {error!r}")
+            self.port.log(f"file-change snapshot failed: {error!r}")
 
     def _measure(self, session: Session, usage: Usage) -> None:
         session.meter.measured(usage)
@@ -465,7 +477,7 @@ class Agent:
             }
         )
 
-    def _toolbox(self) -> Toolbox:
+    def _toolbox(self, session_id: str) -> Toolbox:
         """A session's toolbox, with the skills found now (once per session)."""
         review = self.settings.mode == "review"
         try:
@@ -481,9 +493,15 @@ class Agent:
             sandbox=self.sandbox,
             auto_approve=self.auto_approve,
             skills=SkillLocks(found, never_locked=NEVER_LOCKED) if found else None,
+            tracker=self.tracker,
+            tracker_key=session_id,
         )
 
-    def _changes(self) -> GitStatusChanges:
+    def _changes(self, session_id: str) -> FileChangeSource:
+        if self.tracker is not None:
+            from lsp_agent.changes import SessionChanges
+
+            return SessionChanges(self.tracker, session_id)
         return GitStatusChanges(self.workspace.root)
 
     def _redact(self, transcript: Transcript) -> None:

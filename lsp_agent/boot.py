@@ -145,7 +145,7 @@ def initialize_response(message: Any) -> dict[str, Any] | None:
     for key in ("willSave", "willSaveWaitUntil"):
         if synchronization.get(key) is not None:
             text_document_sync[key] = False
-    text_document_sync["save"] = False
+    text_document_sync["save"] = True  # we handle didSave (a formatter may follow a save)
     return {
         "id": message["id"],
         "jsonrpc": "2.0",

@@ -1685,6 +1685,30 @@ def _read_int(path: str) -> int | None:
         return None
 
 
+class SessionChanges:
+    """One session's `<file_changes>`: the tracker seen through the session's own snapshot.
+
+    The first call takes the snapshot instead of reporting: what changed before the session's
+    first request is in what the model reads anyway.
+    """
+
+    def __init__(self, tracker: ChangeTracker, key: str) -> None:
+        self.tracker = tracker
+        self.key = key
+        """The session id: the snapshot and the files seen are kept per session."""
+        self._taken = False
+
+    async def snapshot(self) -> None:
+        await self.tracker.snapshot(self.key)
+        self._taken = True
+
+    async def changes(self) -> str:
+        if not self._taken:
+            await self.snapshot()
+            return ""
+        return render_file_changes(await self.tracker.changes_since_snapshot(self.key))
+
+
 def render_file_changes(entries: Sequence[FileChangeEntry], limit_chars: int = 6000) -> str:
     """The `<file_changes>` block for the reminder; empty when nothing to report.
 
@@ -1698,7 +1722,8 @@ def render_file_changes(entries: Sequence[FileChangeEntry], limit_chars: int = 6
     head = (
         "<file_changes>\n"
         "Changed since your last turn by someone else (the user, a tool, git). Read a file "
-        "again before editing it: edit_file refuses edits planned against an older text."
+        "again before editing it: edits planned against an older text are refused, except "
+        "when the user is typing in an open buffer away from the lines you change."
     )
     tail = "</file_changes>"
     lines = [head]

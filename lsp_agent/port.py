@@ -60,6 +60,9 @@ class EditOutcome:
     """Not applied because the buffer changed after the edit was computed (the user typed)."""
     unsupported: bool = False
     """Not sent at all: the editor cannot carry out part of it (e.g. it cannot delete files)."""
+    failed: bool = False
+    """Not applied through no choice of the user's: the editor cannot take edits at all, or
+    the request failed."""
 
 
 class EditorPort(Protocol):

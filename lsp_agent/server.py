@@ -37,6 +37,7 @@ from lsp_agent.tools.stats import combined
 
 if TYPE_CHECKING:
     from lsp_agent.agent import Agent, Selection
+    from lsp_agent.changes import ChangeTracker
     from lsp_agent.provider import Provider
     from lsp_agent.sandbox import Availability
 
@@ -102,7 +103,9 @@ class LspPort:
         capabilities = server.client_capabilities.workspace
         if capabilities is not None and capabilities.apply_edit is False:
             return EditOutcome(
-                False, "this editor does not accept workspace/applyEdit, so edits cannot be shown"
+                False,
+                "this editor does not accept workspace/applyEdit, so edits cannot be shown",
+                failed=True,
             )
         missing = self._missing_operations(proposal)
         if missing is not None:
@@ -124,7 +127,7 @@ class LspPort:
                 types.ApplyWorkspaceEditParams(edit=edit, label=proposal.label)
             )
         except JsonRpcException as error:
-            return EditOutcome(False, f"the editor failed to apply the edit: {error}")
+            return EditOutcome(False, f"the editor failed to apply the edit: {error}", failed=True)
         if result.applied:
             return EditOutcome(True)
         for change in proposal.changes:
@@ -258,6 +261,10 @@ class AgentServer(LanguageServer):
         """The core's view of this editor."""
         self.agent: Agent | None = None
         """The workspace's agent, made once the client said which folder is open."""
+        self.tracker: ChangeTracker | None = None
+        """Watches the workspace folder for changes made by someone else than the agent."""
+        self.tracker_made = asyncio.Event()
+        """Set once the tracker exists, or is known not to (no folder open, or it failed)."""
         self.editor_settings: dict[str, Any] = {}
         """`initializationOptions` merged with the `lspAgent` configuration section."""
         self.settings_ready = asyncio.Event()
@@ -366,9 +373,33 @@ class AgentServer(LanguageServer):
         self.settings_ready.set()
         return settings
 
+    async def watch_workspace(self) -> None:
+        """Start the change tracker on the workspace folder (after `initialized`)."""
+        try:
+            root = self.workspace_root()
+            changes = await asyncio.to_thread(importlib.import_module, "lsp_agent.changes")
+            self.tracker = changes.ChangeTracker(root, log_line=self.port.log)
+        except UserError:
+            return  # no folder: no agent either, and `ask` says so
+        finally:
+            self.tracker_made.set()
+        await self.tracker.start()
+
+    def buffer_changed(self, uri: str) -> None:
+        """The editor opened or changed a buffer: the tracker hears of it."""
+        path = _buffer_path(uri)
+        if self.tracker is None or path is None:
+            return
+        document = self.workspace.text_documents.get(uri)
+        if document is not None:
+            self.tracker.buffer_changed(
+                path, document.source.removeprefix("\ufeff"), document.version
+            )
+
     async def ensure_agent(self) -> Agent:
         """The workspace's agent, made on first use."""
         await self.settings_ready.wait()
+        await self.tracker_made.wait()
         if self.agent is None:
             from lsp_agent.agent import Agent
             from lsp_agent.session import SessionStore
@@ -377,7 +408,14 @@ class AgentServer(LanguageServer):
             settings, _ = load_settings(self.editor_settings)
             root = self.workspace_root()
             workspace = Workspace(root, read_only=settings.read_only_paths)
-            self.agent = Agent(settings, workspace, self.port, SessionStore(root), _provider)
+            self.agent = Agent(
+                settings,
+                workspace,
+                self.port,
+                SessionStore(root),
+                _provider,
+                tracker=self.tracker,
+            )
             await self.refresh_settings()
         return self.agent
 
@@ -388,6 +426,11 @@ def _provider(settings: Settings) -> Provider:
     return make_provider(
         settings.provider, settings.base_url, settings.model or "", settings.api_key
     )
+
+
+def _buffer_path(uri: str) -> Path | None:
+    fs_path = to_fs_path(uri)
+    return Path(fs_path) if fs_path else None
 
 
 def _plain_edit(edit: types.TextEdit | types.AnnotatedTextEdit) -> types.TextEdit:
@@ -465,6 +508,31 @@ def create_server() -> AgentServer:
         """Fetch the `lspAgent` settings section now that the client can answer requests."""
         ls.run_task(ls.refresh_settings(), "reading the settings")
         ls.run_task(_warm_up(), "loading the agent")
+        ls.run_task(ls.watch_workspace(), "watching the workspace for changes")
+
+    @ls.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(params: types.DidOpenTextDocumentParams) -> None:
+        """A buffer opened: its unsaved text is what the agent reads from now on."""
+        ls.buffer_changed(params.text_document.uri)
+
+    @ls.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(params: types.DidChangeTextDocumentParams) -> None:
+        """The user typed: a file the agent knows becomes "modified in editor, unsaved"."""
+        ls.buffer_changed(params.text_document.uri)
+
+    @ls.feature(types.TEXT_DOCUMENT_DID_SAVE)
+    def did_save(params: types.DidSaveTextDocumentParams) -> None:
+        """A save: a formatter may rewrite the file in the next moment."""
+        path = _buffer_path(params.text_document.uri)
+        if ls.tracker is not None and path is not None:
+            ls.tracker.buffer_saved(path)
+
+    @ls.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(params: types.DidCloseTextDocumentParams) -> None:
+        """A buffer closed: the disk is what counts again."""
+        path = _buffer_path(params.text_document.uri)
+        if ls.tracker is not None and path is not None:
+            ls.tracker.buffer_closed(path)
 
     @ls.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     def did_change_configuration(params: types.DidChangeConfigurationParams) -> None:
@@ -480,9 +548,12 @@ def create_server() -> AgentServer:
 
     @ls.feature(types.SHUTDOWN)
     async def shutdown(params: None) -> None:
-        """Cancel running turns so their transcripts record it, then close the provider."""
+        """Cancel running turns so their transcripts record it, close the provider, stop
+        watching."""
         if ls.agent is not None:
             await ls.agent.aclose()
+        if ls.tracker is not None:
+            await ls.tracker.stop()
 
     @ls.command(names.ASK)
     async def ask(*arguments: Any) -> dict[str, Any]:
@@ -534,8 +605,8 @@ def create_server() -> AgentServer:
         agent = await _agent(ls)
         listed = await asyncio.to_thread(agent.store.list)
         return [
-            {"session": s.session, "started": s.started, "turns": s.turns, "title": s.title}
-            for s in listed
+            {**info.as_dict(), "transcript": str(agent.store.directory / f"{info.session}.jsonl")}
+            for info in listed
         ]
 
     @ls.command(names.STATUS)

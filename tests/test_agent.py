@@ -29,6 +29,8 @@ class MemoryPort:
         self.land: str | None = None
         """When set, what the editor writes instead of the proposal (the user kept some hunks)."""
         self.crash_reads = False
+        self.outcome: EditOutcome | None = None
+        """When set, the answer to every proposal, whatever the user would say."""
 
     async def read_document(self, path: Path) -> Document | None:
         if self.crash_reads:
@@ -37,6 +39,8 @@ class MemoryPort:
 
     async def propose_edit(self, proposal: EditProposal) -> EditOutcome:
         self.proposals.append(proposal)
+        if self.outcome is not None:
+            return self.outcome
         if not self.accept:
             return EditOutcome(False, "no thanks")
         for change in proposal.changes:
@@ -107,8 +111,28 @@ async def test_an_edit_the_user_changed_before_applying_makes_the_model_read_aga
     await agent.ask("edit")
 
     _, applied, second = results(model.requests[-1])
-    assert "differs from what you proposed" in applied
+    assert "hunk 1 (line 1): modified by the user" in applied
+    assert "+something else entirely" in applied and "read hello.py again" in applied
     assert "has not been read" in second
+
+
+async def test_an_editor_that_cannot_apply_edits_is_not_taken_for_a_user_who_rejects(
+    workspace: Path, model: ScriptedModel, port: MemoryPort, tmp_path: Path
+) -> None:
+    port.outcome = EditOutcome(False, "the editor failed to apply the edit: boom", failed=True)
+    model.add(
+        tool_call("read_file", {"path": "hello.py"}),
+        tool_call("edit_file", {"path": "hello.py", "old": '"hello"', "new": '"hi"'}),
+        reply("ok"),
+    )
+    agent = make_agent(workspace, model, port, tmp_path / "state")
+
+    result = await agent.ask("edit")
+
+    told = results(model.requests[-1])[-1]
+    assert "not applied — the editor failed to apply the edit: boom" in told
+    assert "not the user's decision" in told and "rejected" not in told
+    assert agent.sessions[result.session].toolbox.edit_stats.failures == {"editor": 1}
 
 
 async def test_the_turn_stops_at_max_turns_with_a_clear_status(

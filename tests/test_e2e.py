@@ -150,7 +150,7 @@ async def test_an_unsaved_buffer_is_read_and_the_edit_is_pinned_to_its_version(
         assert document_edit.text_document.version == 2
 
 
-async def test_the_user_types_between_read_and_edit_so_the_edit_is_refused_as_stale(
+async def test_the_user_types_on_the_edited_line_between_read_and_edit_so_it_is_refused(
     editor: Editor, model: ScriptedModel
 ) -> None:
     editor.open("hello.py", language="python")
@@ -173,12 +173,14 @@ async def test_the_user_types_between_read_and_edit_so_the_edit_is_refused_as_st
     await typing
 
     assert result.edits.proposed == 0
-    assert "changed since you last read it" in last_tool_result(model)
+    told = last_tool_result(model)
+    assert "hello.py changed after you read it" in told and "on the lines your edit changes" in told
+    assert 'return "mine"' in told  # the user's line, quoted
     assert editor.buffers[editor.uri("hello.py")].text == 'def greet():\n    return "mine"\n'
 
 
 @pytest.mark.parametrize("editor_name", ["visual-studio-code"])
-async def test_the_user_types_while_the_edit_is_previewed_so_it_is_not_applied(
+async def test_the_user_types_over_the_edited_line_while_it_is_previewed_so_it_is_not_applied(
     editor: Editor, model: ScriptedModel
 ) -> None:
     editor.open("hello.py", language="python")
@@ -189,7 +191,8 @@ async def test_the_user_types_while_the_edit_is_previewed_so_it_is_not_applied(
 
     assert result.edits.applied == 0 and result.edits.rejected == 1
     told = last_tool_result(model)
-    assert "changed in the editor" in told and "read the file again" in told
+    assert "not proposed — hello.py changed after you read it" in told
+    assert "Read the file again" in told
     assert editor.buffers[editor.uri("hello.py")].text == 'def greet():\n    return "mine"\n'
 
 

@@ -280,21 +280,22 @@ def test_the_user_keeps_one_hunk_of_two(
     expected = "".join(lines).replace("line 1\n", "line one\n", 1)
     assert (workspace / "lines.txt").read_text() == expected
     told = tool_results(model.requests[-1])[1]
-    assert "applied an edit to lines.txt, but the file now differs" in told
+    assert "applied only part of your edit to lines.txt (1 of 2 hunks as proposed)" in told
+    assert "- hunk 2 (line 10): rejected by the user" in told
 
 
-def test_an_edit_made_for_an_older_buffer_is_answered_not_applied(
+def test_an_edit_made_for_an_older_buffer_is_refused_then_merged_and_reviewed_again(
     editor: Editor, model: ScriptedModel, workspace: Path
 ) -> None:
-    model.add(*read_then_edit("hello.py", '"hello"', '"bye"'), reply("I will read it again."))
+    model.add(*read_then_edit("hello.py", '"hello"', '"bye"'), reply("Merged with your line."))
 
     result = editor.run("stale").result
 
-    assert result["hello_buffer"] == ["# typed by the user", "def greet():", '    return "hello"']
-    assert (workspace / "hello.py").read_text() == GREETING
+    assert result["hello_buffer"] == ["# typed by the user", "def greet():", '    return "bye"']
     told = tool_results(model.requests[-1])[1]
-    assert "not applied — hello.py changed in the editor" in told
-    assert "_edits: 1 proposed, 0 applied, 1 rejected_" in result["answer"]
+    assert "hello.py changed since you read it (the user edited line 1)" in told
+    assert "your edit was applied on top of their text" in told
+    assert "_edits: 1 proposed, 1 applied, 0 rejected_" in result["answer"]
 
 
 def test_the_user_cancels_a_running_turn(editor: Editor, model: ScriptedModel) -> None:

@@ -50,6 +50,18 @@ class ChangeEntry(Protocol):
         ...
 
 
+class FileChangeSource(Protocol):
+    """Where a session's `<file_changes>` come from: the change tracker or `GitStatusChanges`."""
+
+    async def snapshot(self) -> None:
+        """The agent's turn ended: later changes are someone else's."""
+        ...
+
+    async def changes(self) -> Sequence[ChangeEntry] | str:
+        """What changed since the snapshot: entries, or the rendered block."""
+        ...
+
+
 @dataclass(frozen=True)
 class ChangedFile:
     """A file someone else changed since the agent's last turn."""
@@ -128,7 +140,8 @@ async def reminder_message(
 
 
 class GitStatusChanges:
-    """`<file_changes>` from `git status` snapshots, until the change tracker is wired in.
+    """`<file_changes>` from `git status` snapshots, for a loop without a change tracker (the
+    terminal's `lsp-agent run`, where nobody edits during the one turn).
 
     Call `snapshot()` when a turn ends (whatever its status) and `changes()` before each model
     call: the first call after a snapshot compares the tree with it, later calls return the

@@ -33,6 +33,8 @@ REASONS: dict[str, str] = {
     "bad_arguments": "the call's arguments were malformed",
     "locked": "the tool belongs to a skill that was not loaded",
     "unsupported": "the editor cannot do it (e.g. delete files)",
+    "editor": "the editor failed to apply it, or takes no edits at all",
+    "denied": "a permission rule or the user refused the tool call",
 }
 """The usual failure reasons and what they mean; any other reason is counted under its name."""
 

@@ -15,17 +15,19 @@ import asyncio
 import json
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from lsp_agent import permissions
 from lsp_agent.config import Settings
 from lsp_agent.context.cap import Excerpt, Spills, render
 from lsp_agent.errors import ToolError
-from lsp_agent.port import Document, EditorPort, EditProposal, FileChange
+from lsp_agent.port import Document, EditorPort, EditOutcome, EditProposal, FileChange
 from lsp_agent.sandbox import Sandbox
 from lsp_agent.tools import edits, files, patch, shell, syntax
+from lsp_agent.tools.outcome import hunk_outcomes
+from lsp_agent.tools.rebase import RebaseResult, rebase
 from lsp_agent.tools.skills import LOAD_SKILL, SkillLocks, load_skill_schema
 from lsp_agent.tools.stats import EDIT_TOOLS, EditAttempt, EditStats
 from lsp_agent.tools.todo import TODO_SCHEMA, Plan
@@ -34,6 +36,25 @@ from lsp_agent.tools.workspace import Workspace
 # How long an edit the editor said it applied may take to show up in the buffer we track
 # (the client's didChange can trail its applyEdit answer).
 LANDING_WAIT_S = 2.0
+REBASE_ATTEMPTS = 3
+"""How many times an edit is rebased onto the user's typing and sent again before giving up."""
+
+
+class ChangeWitness(Protocol):
+    """What the change tracker needs to hear from the tools (`changes.ChangeTracker`)."""
+
+    def agent_read(self, path: Path, text: str, key: str = ...) -> None:
+        """The model read `path` and saw `text`."""
+        ...
+
+    def agent_applied(self, path: Path, text: str, key: str = ...) -> None:
+        """An edit of the agent's landed; `path` now holds `text`."""
+        ...
+
+    def known_text(self, path: Path) -> str | None:
+        """The text the model last read or wrote for `path`, if still remembered."""
+        ...
+
 
 TOOL_SCHEMAS: list[dict[str, Any]] = [
     {
@@ -185,8 +206,8 @@ class ToolResult:
     summary: str
     reason: str | None = None
     """For failures: the `ToolError` reason (`not_found`, `stale`, `rejected`, ...)."""
-    edit: tuple[Path, bool] | None = None
-    """For edit tools that reached the editor: the file and whether it was applied."""
+    edits: tuple[tuple[Path, bool], ...] = ()
+    """For edit tools that reached the editor: each file and whether it was applied."""
     source: str | None = None
     """Set when `text` is outside text (a file, search hits): where it came from. The toolbox
     caps it and marks it `<untrusted source=…>`."""
@@ -238,6 +259,12 @@ class Toolbox:
     """The session's edit attempts: how many landed, at the first try, why the others failed."""
     on_edit: Callable[[EditAttempt], None] | None = None
     """Hears each edit attempt after it is counted (the agent keeps it in the transcript)."""
+    tracker: ChangeWitness | None = None
+    """The workspace's change tracker: hears reads and landed edits, keeps the texts read."""
+    tracker_key: str = "default"
+    """This session's key in the tracker."""
+    read_versions: dict[Path, int] = field(default_factory=dict)
+    """Buffer version of each file the model last read from an open buffer."""
 
     def schemas(self) -> list[dict[str, Any]]:
         """The tools to offer the model: the belt, and `load_skill` when there are skills."""
@@ -401,7 +428,7 @@ class Toolbox:
         document = await self.current(target)
         rel = self.workspace.relative(target)
         text = files.format_read(rel, document.text, start, min(max(limit, 1), 200))
-        self.reads[target] = files.content_hash(document.text)
+        self._saw(target, document)
         return ToolResult(text=text, ok=True, summary=f"read {rel}", source=f"read_file {rel}")
 
     async def _bash(self, command: str, timeout: float | None) -> ToolResult:
@@ -434,19 +461,48 @@ class Toolbox:
                 reason="unread",
             )
         document = await self.current(target)
-        if files.content_hash(document.text) != seen:
-            self.reads.pop(target, None)
+        if files.content_hash(document.text) == seen:
+            after = edits.plan_edit(document.text, old, new, path=rel)
+            merged = None
+        else:
+            merged = self._rebase_typing(target, rel, document, old, new)
+            after = merged.merged or document.text
+        if after == document.text:
+            raise ToolError(
+                f"old and new are the same text: nothing to change in {rel}", reason="no_change"
+            )
+        await _syntax_guard(rel, document.text, after)
+        change = FileChange(target, document.text, after, document.version, document.bom)
+        return await self._propose(rel, change, merged)
+
+    def _rebase_typing(
+        self, target: Path, rel: str, document: Document, old: str, new: str
+    ) -> RebaseResult:
+        """An edit the model planned on a buffer the user has typed in since: the planned
+        change merged onto what the buffer holds now. Refused (`stale`) when the file changed
+        some other way (saved over, changed on disk: the model must read it again), when the
+        text read is no longer known, or when the user's typing touches the edited lines."""
+        read_version = self.read_versions.get(target)
+        base = self.tracker.known_text(target) if self.tracker is not None else None
+        typing = (
+            read_version is not None
+            and document.version is not None
+            and document.version > read_version
+            and base is not None
+            and files.content_hash(base) == self.reads.get(target)
+        )
+        if not typing or base is None:
+            self._forget(target)
             raise ToolError(
                 f"{rel} changed since you last read it (edited in the editor or on disk): "
                 "read it again, then redo the edit against what is there now",
                 reason="stale",
             )
-        after = edits.plan_edit(document.text, old, new, path=rel)
-        if after == document.text:
-            raise ToolError(f"old and new are the same text: nothing to change in {rel}")
-        await _syntax_guard(rel, document.text, after)
-        change = FileChange(target, document.text, after, document.version, document.bom)
-        return await self._propose(rel, change)
+        merged = rebase(base, edits.plan_edit(base, old, new, path=rel), document.text)
+        if not merged.clean:
+            self._forget(target)
+            raise ToolError(merged.describe(rel), reason="stale")
+        return merged
 
     async def _write_file(self, path: str, content: str) -> ToolResult:
         target = self.workspace.resolve(path, for_write=True)
@@ -524,7 +580,7 @@ class Toolbox:
                 reason="unread",
             )
         if files.content_hash(document.text) != seen:
-            self.reads.pop(target, None)
+            self._forget(target)
             raise ToolError(
                 f"{rel} changed since you last read it (edited in the editor or on disk): read "
                 "it again, then redo the patch against what is there now",
@@ -547,13 +603,13 @@ class Toolbox:
             changes=changes,
             needs_confirmation=self.needs_confirmation(),
         )
-        first = changes[0].path
+        refused = tuple((change.path, False) for change in changes)
         self.counts.proposed += 1
         outcome = await self.port.propose_edit(proposal)
         if not outcome.applied:
             self.counts.rejected += 1
-            for refused in changes:
-                self.reads.pop(refused.path, None)
+            for file_change in changes:
+                self._forget(file_change.path)
         if outcome.unsupported:
             return ToolResult(
                 text=(
@@ -564,8 +620,10 @@ class Toolbox:
                 ok=False,
                 summary=f"not applied: {outcome.reason}",
                 reason="unsupported",
-                edit=(first, False),
+                edits=refused,
             )
+        if not outcome.applied and outcome.failed:
+            return self._not_taken(outcome, names, refused)
         if not outcome.applied and outcome.stale:
             return ToolResult(
                 text=(
@@ -576,7 +634,7 @@ class Toolbox:
                 ok=False,
                 summary="not applied: a file changed in the editor",
                 reason="stale",
-                edit=(first, False),
+                edits=refused,
             )
         if not outcome.applied:
             why = f": {outcome.reason}" if outcome.reason else ""
@@ -589,40 +647,45 @@ class Toolbox:
                 ok=False,
                 summary=f"rejected {names}{why}"[:200],
                 reason="rejected",
-                edit=(first, False),
+                edits=refused,
             )
         self.counts.applied += 1
-        differ = []
-        for change, file_change in zip(planned, changes, strict=True):
-            if not await self._landed(file_change):
-                self.reads.pop(file_change.path, None)
-                differ.append(change.rel)
-            elif file_change.after is None:
-                self.reads.pop(file_change.path, None)
-            else:
-                self.reads[file_change.path] = files.content_hash(file_change.after)
         verb = f"applied: {patch.describe(planned)}"
-        if differ:
+        told = []
+        for planned_change, file_change in zip(planned, changes, strict=True):
+            rel = planned_change.rel
+            landed = await self._landed(file_change)
+            if file_change.after is None:
+                self._forget(file_change.path)
+                if landed is None:
+                    told.append(f"{rel} is still there: the editor did not delete it")
+            elif landed is not None and landed.text == file_change.after:
+                self._saw(file_change.path, landed, applied=True)
+            else:
+                told.append(self._landed_otherwise(rel, file_change, landed).text)
+        applied = tuple((file_change.path, True) for file_change in changes)
+        if told:
             return ToolResult(
-                text=(
-                    f"the editor applied the patch, but {', '.join(differ)} now differ from what "
-                    "you proposed (the user may have kept only some of the hunks or typed "
-                    "since): read them again before editing them further."
-                ),
+                text="the editor applied the patch, but not all of it as proposed:\n"
+                + "\n".join(told),
                 ok=True,
                 summary=f"{verb} (changed by the user)"[:200],
-                edit=(first, True),
+                edits=applied,
             )
         return ToolResult(
             text=f"{verb}\n{diff}",
             ok=True,
             summary=f"{verb} ({_diff_size(diff)})"[:200],
-            edit=(first, True),
+            edits=applied,
         )
 
-    async def _propose(self, rel: str, change: FileChange) -> ToolResult:
+    async def _propose(
+        self, rel: str, change: FileChange, merged: RebaseResult | None = None
+    ) -> ToolResult:
+        """Propose one file's edit; when the user types before it lands, merge it onto their
+        text and send it again (`REBASE_ATTEMPTS` times at most). Tells the model what landed,
+        hunk by hunk when that is not what it proposed."""
         created = change.before is None
-        diff = edits.unified_diff(rel, change.before or "", change.after or "")
         proposal = EditProposal(
             label=f"lsp-agent: {rel}",
             description=("create " if created else "edit ") + rel,
@@ -631,9 +694,34 @@ class Toolbox:
         )
         self.counts.proposed += 1
         outcome = await self.port.propose_edit(proposal)
+        attempts = 0
+        while not outcome.applied and outcome.stale and not created and attempts < REBASE_ATTEMPTS:
+            attempts += 1
+            try:
+                current = await self.current(change.path)
+            except ToolError:
+                break  # the file went away meanwhile
+            assert change.before is not None and change.after is not None
+            merged = rebase(change.before, change.after, current.text)
+            if merged.merged is None:
+                self.counts.rejected += 1
+                self._forget(change.path)
+                return ToolResult(
+                    text=f"error: {merged.describe(rel)}",
+                    ok=False,
+                    summary=f"not proposed: the user changed the same lines of {rel}",
+                    reason="stale",
+                    edits=((change.path, False),),
+                )
+            await _syntax_guard(rel, current.text, merged.merged)
+            change = FileChange(
+                change.path, current.text, merged.merged, current.version, current.bom
+            )
+            proposal = replace(proposal, changes=(change,))
+            outcome = await self.port.propose_edit(proposal)
         if not outcome.applied and outcome.stale:
             self.counts.rejected += 1
-            self.reads.pop(change.path, None)
+            self._forget(change.path)
             return ToolResult(
                 text=(
                     f"not applied — {rel} changed in the editor after you read it (the user is "
@@ -643,11 +731,14 @@ class Toolbox:
                 ok=False,
                 summary=f"not applied: {rel} changed in the editor",
                 reason="stale",
-                edit=(change.path, False),
+                edits=((change.path, False),),
             )
+        if not outcome.applied and outcome.failed:
+            self.counts.rejected += 1  # the ask's `rejected` counts every edit not applied
+            return self._not_taken(outcome, rel, ((change.path, False),))
         if not outcome.applied:
             self.counts.rejected += 1
-            self.reads.pop(change.path, None)
+            self._forget(change.path)
             why = f": {outcome.reason}" if outcome.reason else ""
             return ToolResult(
                 text=(
@@ -658,50 +749,105 @@ class Toolbox:
                 ok=False,
                 summary=f"rejected {rel}{why}",
                 reason="rejected",
-                edit=(change.path, False),
+                edits=((change.path, False),),
             )
-        landed = await self._landed(change)
         self.counts.applied += 1
-        if not landed:
-            self.reads.pop(change.path, None)
-            return ToolResult(
-                text=(
-                    f"the editor applied an edit to {rel}, but the file now differs from what "
-                    "you proposed (the user may have kept only some of the hunks or typed since): "
-                    "read it again before editing it further."
-                ),
-                ok=True,
-                summary=f"applied {rel} (changed by the user)",
-                edit=(change.path, True),
-            )
-        self.reads[change.path] = files.content_hash(change.after or "")
+        landed = await self._landed(change)
+        if landed is None or landed.text != change.after:
+            return self._landed_otherwise(rel, change, landed)
+        self._saw(change.path, landed, applied=True)
+        diff = edits.unified_diff(rel, change.before or "", change.after or "")
         verb = "created" if created else "applied"
+        said = f"{verb}: {rel}\n{diff}"
+        if merged is not None:
+            said = f"{merged.describe(rel)}.\n{said}"
         return ToolResult(
-            text=f"{verb}: {rel}\n{diff}",
+            text=said,
             ok=True,
             summary=f"{verb} {rel} ({_diff_size(diff)})",
-            edit=(change.path, True),
+            edits=((change.path, True),),
         )
 
-    async def _landed(self, change: FileChange) -> bool:
-        """Whether an edit the editor says it applied shows: the file has the new text, or,
-        for a deletion, neither a buffer nor a file is left."""
+    def _not_taken(
+        self, outcome: EditOutcome, names: str, edits: tuple[tuple[Path, bool], ...]
+    ) -> ToolResult:
+        """The editor could not apply the edit, through no choice of the user's."""
+        return ToolResult(
+            text=(
+                f"not applied — {outcome.reason}. Nothing was changed in {names}. This is not "
+                "the user's decision: tell them in your answer what you wanted to change, as "
+                "a diff they can apply themselves."
+            ),
+            ok=False,
+            summary=f"not applied: {outcome.reason}"[:200],
+            reason="editor",
+            edits=edits,
+        )
+
+    def _landed_otherwise(
+        self, rel: str, change: FileChange, landed: Document | None
+    ) -> ToolResult:
+        """The editor said it applied the edit, but the file holds something else: tell the
+        model which hunks landed, which the user left out, and what they wrote instead."""
+        self._forget(change.path)
+        if landed is None or change.after is None:
+            text = (
+                f"the editor applied an edit to {rel}, but the file now differs from what you "
+                "proposed (the user may have kept only some of the hunks or typed since): read "
+                "it again before editing it further."
+            )
+        else:
+            # The user's version counts as the agent's doing: the model hears it from here,
+            # not again from <file_changes>.
+            if self.tracker is not None:
+                self.tracker.agent_applied(change.path, landed.text, self.tracker_key)
+            text = hunk_outcomes(change.before or "", change.after, landed.text).message(rel)
+        return ToolResult(
+            text=text,
+            ok=True,
+            summary=f"applied {rel} (changed by the user)",
+            edits=((change.path, True),),
+        )
+
+    async def _landed(self, change: FileChange) -> Document | None:
+        """What the file holds once an edit the editor says it applied shows up: the new text,
+        or (after `LANDING_WAIT_S`) whatever is there instead; None when the file is gone.
+        For a deletion: an empty document once neither a buffer nor a file is left."""
         deadline = time.monotonic() + LANDING_WAIT_S
         while True:
             if change.after is None:
                 buffer = await self.port.read_document(change.path)
                 if buffer is None and not await asyncio.to_thread(change.path.exists):
-                    return True
+                    return Document("", None)
+                document: Document | None = buffer
             else:
                 try:
-                    document: Document | None = await self.current(change.path)
+                    document = await self.current(change.path)
                 except ToolError:
                     document = None
                 if document is not None and document.text == change.after:
-                    return True
+                    return document
             if time.monotonic() >= deadline:
-                return False
+                return document if change.after is not None else None
             await asyncio.sleep(0.02)
+
+    def _saw(self, path: Path, document: Document, *, applied: bool = False) -> None:
+        """The model now knows `path` as `document` holds it (it read it, or its edit landed)."""
+        self.reads[path] = files.content_hash(document.text)
+        if document.version is not None:
+            self.read_versions[path] = document.version
+        else:
+            self.read_versions.pop(path, None)
+        if self.tracker is not None:
+            if applied:
+                self.tracker.agent_applied(path, document.text, self.tracker_key)
+            else:
+                self.tracker.agent_read(path, document.text, self.tracker_key)
+
+    def _forget(self, path: Path) -> None:
+        """The model's picture of `path` is out of date: it must read it again."""
+        self.reads.pop(path, None)
+        self.read_versions.pop(path, None)
 
 
 async def _syntax_guard(rel: str, before: str | None, after: str) -> None:

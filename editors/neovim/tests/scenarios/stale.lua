@@ -1,5 +1,6 @@
 -- While the review is open, the user's buffer changes (they type): accepting then must not
 -- apply the edit, and the server must hear `applied = false`, not Neovim's default `true`.
+-- The server then merges its edit onto the typed text and sends it again for review.
 local H = require("harness")
 
 H.run(function()
@@ -9,6 +10,8 @@ H.run(function()
   vim.cmd("LspAgent ask change the greeting")
   H.wait_review(1)
   vim.api.nvim_buf_set_lines(hello, 0, 0, false, { "# typed by the user" })
+  H.feed("a")
+  H.wait_review(2)
   H.feed("a")
   H.wait_turn()
   H.result.answer = H.answer_lines()
