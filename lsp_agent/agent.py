@@ -11,7 +11,7 @@ import asyncio
 import json
 import traceback
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,13 +27,15 @@ from lsp_agent.context.history import (
 from lsp_agent.context.reminder import FileChangeSource, GitStatusChanges, reminder_message
 from lsp_agent.context.tokens import TokenMeter, request_bytes
 from lsp_agent.errors import UserError
+from lsp_agent.instructions import Instructions, changed_note, fingerprint, read_instructions
 from lsp_agent.port import Document, EditorPort
-from lsp_agent.prompt import read_instructions, system_prompt
-from lsp_agent.provider import Provider, ProviderError, ToolCall, Usage, estimate_tokens
+from lsp_agent.prompt import system_prompt
+from lsp_agent.provider import Provider, ProviderError, Reply, ToolCall, Usage, estimate_tokens
 from lsp_agent.sandbox import Sandbox
 from lsp_agent.session import SessionStore, Transcript
 from lsp_agent.tools.skills import SkillLocks, discover, prompt_section
 from lsp_agent.tools.stats import EditStats
+from lsp_agent.tools.textcalls import looks_like_tool_call, text_tool_call
 from lsp_agent.tools.todo import Plan
 from lsp_agent.tools.toolbox import (
     NEVER_LOCKED,
@@ -52,6 +54,10 @@ COMPLETED = "completed"
 CANCELLED = "cancelled"
 FAILED = "failed"
 MAX_TURNS = "max_turns"
+
+IMITATIONS_ALLOWED = 1
+"""Replies that imitate a tool call in text (and are not one) the model is corrected for in a
+turn; the next one ends the turn with the capability message."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +116,9 @@ class Session:
     """Number of user prompts so far."""
     task: asyncio.Task[TurnResult] | None = None
     """The running turn, if any: one at a time per session."""
+    instructions: Instructions = field(default_factory=lambda: Instructions((), ""))
+    """The AGENTS.md files the system prompt was written with (their fingerprint, to tell
+    when one changed)."""
 
     @property
     def id(self) -> str:
@@ -160,6 +169,12 @@ class Agent:
         """Tools whose permission questions are answered Allow (the CLI's --yes flags)."""
         self.tracker = tracker
         """The workspace's change tracker (the server's); None: `git status` between turns."""
+        try:
+            home: Path | None = Path.home()
+        except RuntimeError:  # no home directory to speak of (HOME unset, unknown user)
+            home = None
+        self.home = home
+        """The user's home: `~/.agents/` holds their AGENTS.md and skills."""
 
     @property
     def provider(self) -> Provider:
@@ -192,14 +207,23 @@ class Agent:
         """Start a conversation with a fresh transcript and a system prompt fixed for its life."""
         transcript = self.store.create()
         self._redact(transcript)
-        instructions = read_instructions(self.workspace.root)
+        instructions = read_instructions(self.workspace.root, self.home)
         toolbox = self._toolbox(transcript.session_id)
         listed = prompt_section(list(toolbox.skills.skills.values())) if toolbox.skills else ""
         system = {
             "role": "system",
-            "content": system_prompt(self.workspace.root, instructions, listed),
+            "content": system_prompt(self.workspace.root, instructions.prompt_section(), listed),
         }
         session = Session(transcript, [], toolbox, self._changes(transcript.session_id), _meter())
+        session.instructions = instructions
+        transcript.append(
+            {
+                "type": "event",
+                "kind": "instructions",
+                "fingerprint": instructions.fingerprint,
+                "files": [str(item.path) for item in instructions.files],
+            }
+        )
         session.meter.rebase(request_bytes(session.history))
         toolbox.on_edit = lambda attempt: transcript.append(
             {**attempt.event(), "turn": session.turns}
@@ -228,12 +252,18 @@ class Agent:
             ) from error
         self._redact(transcript)
         history = transcript.messages()
+        records = transcript.records()
+        instructions = _instructions_of(records, self.workspace.root, self.home)
         if not history or history[0].get("role") != "system":
-            instructions = read_instructions(self.workspace.root)
+            instructions = read_instructions(self.workspace.root, self.home)
             history.insert(
-                0, {"role": "system", "content": system_prompt(self.workspace.root, instructions)}
+                0,
+                {
+                    "role": "system",
+                    "content": system_prompt(self.workspace.root, instructions.prompt_section()),
+                },
             )
-        state, warning = restore_state(transcript.records(), history)
+        state, warning = restore_state(records, history)
         if warning is not None:
             self.port.log(f"session {session_id}: {warning}")
         toolbox = self._toolbox(session_id)
@@ -251,7 +281,8 @@ class Agent:
             state,
             turns=transcript.turns,
         )
-        toolbox.edit_stats = EditStats.from_events(transcript.records())
+        session.instructions = instructions
+        toolbox.edit_stats = EditStats.from_events(records)
         toolbox.on_edit = lambda attempt: transcript.append(
             {**attempt.event(), "turn": session.turns}
         )
@@ -358,6 +389,7 @@ class Agent:
             self._record(session, events, emit)
 
         answer = ""
+        imitations = 0
         try:
             self._store(session, {"role": "user", "content": _user_text(prompt, selection, self)})
             for _ in range(self.settings.max_turns):
@@ -367,24 +399,36 @@ class Agent:
                 if session.toolbox.skills is not None:
                     # A skill whose load_skill call a layer dropped or compacted locks again.
                     session.toolbox.skills.relock_from(view)
+                note = await asyncio.to_thread(
+                    changed_note, session.instructions, self.workspace.root, self.home
+                )
                 reminder = await reminder_message(
                     self.workspace.root,
                     todos=session.plan.items,
                     file_changes=await session.changes.changes(),
+                    notes=[note] if note else [],
                 )
 
                 def on_text(chunk: str) -> None:
                     streamed.append(chunk)
                     emit("text", text=chunk)
 
-                reply = await self.provider.complete(
-                    [*view, reminder], session.toolbox.schemas(), on_text
-                )
+                schemas = session.toolbox.schemas()
+                reply = await self.provider.complete([*view, reminder], schemas, on_text)
                 self._measure(session, reply.usage)
+                if not reply.tool_calls and reply.text:
+                    reply = self._text_call(session, reply, schemas)
                 pending = list(reply.tool_calls)
                 self._store(session, reply.message())
                 if reply.text:
                     answer = reply.text
+                if not reply.tool_calls and _imitates_a_call(reply.text, schemas):
+                    imitations += 1
+                    if imitations > IMITATIONS_ALLOWED:
+                        await decide(end_of_turn)
+                        return await finish(FAILED, answer, self._cannot_call_tools(imitations))
+                    self._store(session, {"role": "user", "content": IMITATION_CORRECTION})
+                    continue
                 if not reply.tool_calls:
                     await decide(end_of_turn)
                     return await finish(COMPLETED, answer)
@@ -480,11 +524,7 @@ class Agent:
     def _toolbox(self, session_id: str) -> Toolbox:
         """A session's toolbox, with the skills found now (once per session)."""
         review = self.settings.mode == "review"
-        try:
-            home: Path | None = Path.home()
-        except RuntimeError:
-            home = None
-        found = discover(self.workspace.root, home, self.port.log)
+        found = discover(self.workspace.root, self.home, self.port.log)
         return Toolbox(
             self.workspace,
             self.port,
@@ -497,6 +537,33 @@ class Agent:
             tracker_key=session_id,
         )
 
+    def _text_call(self, session: Session, reply: Reply, schemas: list[dict[str, Any]]) -> Reply:
+        """A reply that is exactly one tool call written as text (small local models do that)
+        becomes that call; the transcript keeps the text it came from."""
+        call_id = f"text_call_{session.id[-8:]}_{len(session.history)}"
+        call = text_tool_call(reply.text, schemas, call_id=call_id)
+        if call is None:
+            return reply
+        session.transcript.append(
+            {
+                "type": "event",
+                "kind": "text_tool_call",
+                "turn": session.turns,
+                "name": call.name,
+                "text": reply.text,
+            }
+        )
+        return replace(reply, text="", tool_calls=(call,))
+
+    def _cannot_call_tools(self, imitations: int) -> str:
+        model = self.settings.model or "the model"
+        return (
+            f"{model} cannot call tools: it wrote {imitations} tool calls as text that could "
+            "not be run. Use a model with tool calling, e.g. qwen2.5-coder:7b or llama3.1:8b "
+            "on Ollama, or start llama.cpp's llama-server with --jinja, and set "
+            "lspAgent.model."
+        )
+
     def _changes(self, session_id: str) -> FileChangeSource:
         if self.tracker is not None:
             from lsp_agent.changes import SessionChanges
@@ -507,6 +574,30 @@ class Agent:
     def _redact(self, transcript: Transcript) -> None:
         if self.settings.api_key:
             transcript.redact(self.settings.api_key)
+
+
+IMITATION_CORRECTION = (
+    "[lsp-agent] Your last reply looks like a tool call written as text, and it could not be "
+    "run (unknown tool, wrong arguments, or more than one call). Call tools through the tool "
+    "calling interface with arguments that match their schema; do not write calls as text."
+)
+"""What the model is told after a broken imitation of a tool call."""
+
+
+def _imitates_a_call(text: str, schemas: list[dict[str, Any]]) -> bool:
+    names = [schema["function"]["name"] for schema in schemas]
+    return bool(text) and looks_like_tool_call(text, names)
+
+
+def _instructions_of(records: list[dict[str, Any]], root: Path, home: Path | None) -> Instructions:
+    """The AGENTS.md fingerprint a stored session started with (now's, for older transcripts
+    that did not record it: nothing is then reported as changed)."""
+    for record in reversed(records):
+        if record.get("type") == "event" and record.get("kind") == "instructions":
+            value = record.get("fingerprint")
+            if isinstance(value, str):
+                return Instructions((), value)
+    return Instructions((), fingerprint(root, home))
 
 
 def _meter() -> TokenMeter:

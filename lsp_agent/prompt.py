@@ -31,24 +31,13 @@ How to work:
 - When you are done, answer briefly: what you found or changed, and anything the user must do."""
 
 
-def system_prompt(root: Path, instructions: str | None = None, skills: str = "") -> str:
-    """The session's system prompt, with the workspace's AGENTS.md folded in when present and
-    `skills` (the skills' names and descriptions, `skills.prompt_section`) when not empty."""
+def system_prompt(root: Path, instructions: str = "", skills: str = "") -> str:
+    """The session's system prompt: the role, then `skills` (the skills' names and descriptions,
+    `skills.prompt_section`) and `instructions` (the AGENTS.md files,
+    `instructions.Instructions.prompt_section`) when not empty."""
     text = _ROLE.format(root=root)
     if skills:
         text += "\n\n" + skills
-    if instructions and instructions.strip():
-        text += (
-            "\n\nThe workspace's AGENTS.md (instructions from the project's maintainers):\n"
-            "<agents_md>\n" + instructions.strip() + "\n</agents_md>"
-        )
+    if instructions.strip():
+        text += "\n\n" + instructions.strip()
     return text
-
-
-def read_instructions(root: Path) -> str | None:
-    """AGENTS.md at the workspace root, read once when a session starts."""
-    path = root / "AGENTS.md"
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None

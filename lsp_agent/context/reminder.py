@@ -93,11 +93,13 @@ def render(
     *,
     todos: Sequence[TodoItem] = (),
     file_changes: Sequence[ChangeEntry] | str = (),
+    notes: Sequence[str] = (),
 ) -> str:
     """The reminder text. Minute resolution: finer would only churn the tail of the request.
 
     `file_changes` is a list of entries, or the whole `<file_changes>` block already rendered
-    (the change tracker's `render_file_changes`); empty means nothing to report.
+    (the change tracker's `render_file_changes`); empty means nothing to report. `notes` are
+    lines for `<context>` (e.g. that AGENTS.md changed).
     """
     moment = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%d %H:%M %Z").strip()
     lines = [
@@ -105,6 +107,7 @@ def render(
         f"time: {moment}",
         f"git branch: {branch}" if branch else "git: not a git repository",
         f"workspace root: {root}",
+        *notes,
         "</context>",
     ]
     if todos:
@@ -131,11 +134,12 @@ async def reminder_message(
     *,
     todos: Sequence[TodoItem] = (),
     file_changes: Sequence[ChangeEntry] | str = (),
+    notes: Sequence[str] = (),
     now: datetime | None = None,
 ) -> dict[str, str]:
     """The user message that ends every request (see `render` for the arguments)."""
     branch = await git_branch(root)
-    text = render(root, branch, now, todos=todos, file_changes=file_changes)
+    text = render(root, branch, now, todos=todos, file_changes=file_changes, notes=notes)
     return {"role": "user", "content": text}
 
 
