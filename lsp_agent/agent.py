@@ -71,6 +71,18 @@ class Selection:
     text: str = ""
 
 
+@dataclass(frozen=True)
+class _Stored:
+    """A stored session as read from disk, before it is rebuilt on the event loop."""
+
+    transcript: Transcript
+    history: list[dict[str, Any]]
+    records: list[dict[str, Any]]
+    instructions: Instructions
+    state: ContextState
+    warning: str | None
+
+
 @dataclass
 class TurnResult:
     """The answer to `lspAgent.ask`."""
@@ -243,6 +255,27 @@ class Agent:
             session_id = latest.session_id
         if session_id in self.sessions:
             return self.sessions[session_id]
+        return self._resume(self._read_stored(session_id))
+
+    async def load(self, session_id: str | None) -> None:
+        """Bring a stored session into memory with its transcript read and parsed off the event
+        loop (a long session's transcript is megabytes of JSON), so that `start` finds it. Makes
+        no session: without one stored, `start` creates it."""
+        if session_id is None:
+            if self.sessions:
+                return
+            latest = await asyncio.to_thread(self.store.latest)
+            if latest is None:
+                return
+            session_id = latest.session_id
+        if session_id in self.sessions:
+            return
+        stored = await asyncio.to_thread(self._read_stored, session_id)
+        if session_id not in self.sessions:  # another request may have loaded it meanwhile
+            self._resume(stored)
+
+    def _read_stored(self, session_id: str) -> _Stored:
+        """What resuming a session needs from disk; touches no state of the loop's."""
         try:
             transcript = self.store.open(session_id)
         except (KeyError, ValueError) as error:
@@ -264,25 +297,31 @@ class Agent:
                 },
             )
         state, warning = restore_state(records, history)
-        if warning is not None:
-            self.port.log(f"session {session_id}: {warning}")
+        return _Stored(transcript, history, records, instructions, state, warning)
+
+    def _resume(self, stored: _Stored) -> Session:
+        """A session rebuilt from what `_read_stored` read, registered with the agent."""
+        transcript, history = stored.transcript, stored.history
+        session_id = transcript.session_id
+        if stored.warning is not None:
+            self.port.log(f"session {session_id}: {stored.warning}")
         toolbox = self._toolbox(session_id)
         toolbox.plan = Plan.from_history(history)
         if toolbox.skills is not None:
             toolbox.skills.relock_from(history)  # skills loaded before stay loaded
         meter = _meter()
-        meter.rebase(request_bytes(build_request(history, state)))
+        meter.rebase(request_bytes(build_request(history, stored.state)))
         session = Session(
             transcript,
             history,
             toolbox,
             self._changes(session_id),
             meter,
-            state,
+            stored.state,
             turns=transcript.turns,
         )
-        session.instructions = instructions
-        toolbox.edit_stats = EditStats.from_events(records)
+        session.instructions = stored.instructions
+        toolbox.edit_stats = EditStats.from_events(stored.records)
         toolbox.on_edit = lambda attempt: transcript.append(
             {**attempt.event(), "turn": session.turns}
         )

@@ -564,6 +564,10 @@ def create_server() -> AgentServer:
         if args.uri is not None:
             selection = await _selection(ls, agent, args.uri, args.range)
         token = _work_done_token.get()
+        try:
+            await agent.load(args.session)
+        except UserError as error:
+            raise JsonRpcInvalidRequest(message=str(error)) from None
         session = _user_errors(lambda: agent.start(args.prompt, args.session, selection, args.mode))
         if token is not None:
             ls.port.progress[session.id] = token
