@@ -642,9 +642,22 @@ def create_server() -> AgentServer:
             "edits": combined(figures.values()).to_json(),
             "settings": settings.describe(),
             "version": __version__,
+            "changes": _tracker_status(ls.tracker),
         }
 
     return ls
+
+
+def _tracker_status(tracker: ChangeTracker | None) -> dict[str, Any]:
+    """How the workspace is watched: `watching` is `inotify`, `polling`, `native` or `none`."""
+    if tracker is None:
+        return {"watching": "none", "mode": None, "watches": 0, "fallbackReason": None}
+    return {
+        "watching": tracker.watching,
+        "mode": tracker.mode,
+        "watches": tracker.watches,
+        "fallbackReason": tracker.fallback_reason,
+    }
 
 
 def _sandbox_availability(agent: Agent | None) -> Availability:

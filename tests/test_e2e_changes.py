@@ -62,6 +62,8 @@ async def test_a_file_the_user_changes_on_disk_between_turns_arrives_with_its_di
     assert "- hello.py: modified by the user" in block
     assert '-    return "hello"' in block and '+    return "bonjour"' in block
     assert note(model.requests[0]) == "" and note(model.requests[1]) == ""
+    watched = (await editor.command("lspAgent.status", {})).changes
+    assert watched.watching == "inotify" and watched.mode == "git" and watched.watches >= 2
 
 
 async def test_typing_in_an_open_buffer_the_agent_knows_is_reported_unsaved(
