@@ -1,0 +1,108 @@
+/**
+ * Protocol names of the lsp-agent server, mirrored once from `lsp_agent/names.py`, and the shapes
+ * of what the server sends (DESIGN §3). Every other module takes these names from here.
+ */
+
+/** `workspace/executeCommand` commands. */
+export const ASK = 'lspAgent.ask';
+export const CANCEL = 'lspAgent.cancel';
+export const NEW_SESSION = 'lspAgent.newSession';
+export const SESSIONS = 'lspAgent.sessions';
+export const STATUS = 'lspAgent.status';
+
+/** Server → client notification for every step of a turn. */
+export const EVENT = 'lspAgent/event';
+
+/** The settings section, in `initializationOptions` and `workspace/configuration`. */
+export const SETTINGS_SECTION = 'lspAgent';
+
+/** Every setting the server reads from the editor (DESIGN §4), except `apiKey`. */
+export const SERVER_SETTINGS = [
+    'baseUrl',
+    'model',
+    'provider',
+    'contextWindow',
+    'compactAt',
+    'compactTo',
+    'stripAt',
+    'toolOutputCap',
+    'stubChars',
+    'commandTimeout',
+    'maxTurns',
+    'mode',
+    'permissions',
+    'readOnlyPaths',
+] as const;
+
+export type ServerSetting = (typeof SERVER_SETTINGS)[number];
+
+export interface Position {
+    line: number;
+    character: number;
+}
+
+export interface Range {
+    start: Position;
+    end: Position;
+}
+
+export interface AskArguments {
+    prompt: string;
+    session?: string;
+    uri?: string;
+    range?: Range;
+    mode?: 'review' | 'auto';
+}
+
+export type TurnStatus = 'completed' | 'cancelled' | 'failed' | 'max_turns';
+
+export interface AskResult {
+    session: string;
+    status: TurnStatus;
+    answer: string;
+    edits: { proposed: number; applied: number; rejected: number };
+    error?: string;
+}
+
+export interface SessionInfo {
+    session: string;
+    started?: string;
+    turns?: number;
+    title?: string;
+    /** Absolute path of the session's JSONL transcript. */
+    transcript?: string;
+}
+
+export interface SessionStatus {
+    session: string;
+    running: boolean;
+    contextTokens?: number;
+    turns?: number;
+}
+
+export interface Status {
+    model: string | null;
+    baseUrl: string;
+    provider: string;
+    sandbox: string;
+    sandboxReason?: string | null;
+    contextWindow: number;
+    sessions: SessionStatus[];
+    version?: string;
+}
+
+interface EventBase {
+    session: string;
+    turn: number;
+}
+
+export type AgentEvent = EventBase &
+    (
+        | { kind: 'text'; text: string }
+        | { kind: 'tool'; name: string; args?: unknown }
+        | { kind: 'toolResult'; name: string; ok: boolean; summary?: string }
+        | { kind: 'edit'; uri: string; applied: boolean }
+        | { kind: 'permission'; name: string; decision: string }
+        | { kind: 'compaction'; strategy: string; before: number; after: number }
+        | { kind: 'status'; status: TurnStatus | string; error?: string }
+    );

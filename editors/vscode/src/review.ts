@@ -1,0 +1,600 @@
+/**
+ * The review of `workspace/applyEdit`: every edit the agent proposes opens in VS Code's diff
+ * editor (the file as it is ↔ the proposed text, editable), and is applied only when the user
+ * accepts it, as the proposed side then reads. The answer tells the server what really happened.
+ */
+import * as path from 'node:path';
+import * as vscode from 'vscode';
+import type {
+    ApplyWorkspaceEditParams,
+    ApplyWorkspaceEditResult,
+    CancellationToken,
+    WorkspaceEdit as LspWorkspaceEdit,
+} from 'vscode-languageclient/node';
+import { traceError, traceInfo } from './common/log';
+import { reviewMode } from './common/settings';
+import { applyTextEdits, diffTextEdits, TextEdit } from './edits';
+
+export const PROPOSED_SCHEME = 'lsp-agent-proposed';
+const ORIGINAL_SCHEME = 'lsp-agent-original';
+const REVIEWING = 'lspAgent.reviewing';
+const REVIEW_FILES = 'lspAgent.reviewFiles';
+
+/** One file the edit touches. */
+interface FileChange {
+    uri: vscode.Uri;
+    /** The path shown to the user (relative to the workspace). */
+    label: string;
+    create?: { overwrite?: boolean; ignoreIfExists?: boolean };
+    remove?: { recursive?: boolean; ignoreIfNotExists?: boolean };
+    /** Buffer version the edits were made for; null or undefined: not pinned. */
+    version?: number | null;
+    /** The `TextDocumentEdit`s for this file, in order (each refers to the text after the last). */
+    edits: TextEdit[][];
+    existed: boolean;
+    /** The file's text when the edit arrived ('' when it did not exist). */
+    before: string;
+    /** The text the edit makes, shown on the proposed side. */
+    proposed: string;
+    proposedUri: vscode.Uri;
+    originalUri: vscode.Uri;
+}
+
+interface Rename {
+    oldUri: vscode.Uri;
+    newUri: vscode.Uri;
+    options?: { overwrite?: boolean; ignoreIfExists?: boolean };
+}
+
+type Operation = { kind: 'file'; change: FileChange } | { kind: 'rename'; rename: Rename };
+
+interface Decision {
+    accept: boolean;
+    reason?: string;
+}
+
+class Refusal extends Error {}
+
+/** What `Review` needs from the language client. */
+export interface ReviewClient {
+    /** The edit as VS Code's type, converted by the client (for `refactorPreview`). */
+    toCode(edit: LspWorkspaceEdit): Promise<vscode.WorkspaceEdit>;
+}
+
+export class Review implements vscode.Disposable {
+    private readonly proposedFiles = new ProposedFileSystem();
+    private readonly disposables: vscode.Disposable[] = [];
+    private queue: Promise<unknown> = Promise.resolve();
+    private current: Pending | undefined;
+    private counter = 0;
+    private readonly reviewing = new vscode.EventEmitter<string | undefined>();
+    /** Fires what the user is asked to do when a review opens, undefined when it closes. */
+    readonly onDidChangeReviewing = this.reviewing.event;
+
+    constructor(private readonly client: ReviewClient) {
+        this.disposables.push(
+            this.reviewing,
+            vscode.workspace.registerFileSystemProvider(PROPOSED_SCHEME, this.proposedFiles, { isCaseSensitive: true }),
+            vscode.workspace.registerTextDocumentContentProvider(ORIGINAL_SCHEME, { provideTextDocumentContent: () => '' }),
+            vscode.window.tabGroups.onDidChangeTabs(() => this.current?.checkTabs()),
+        );
+        void setReviewing(undefined);
+    }
+
+    /** Handler of `workspace/applyEdit`. */
+    async handle(params: ApplyWorkspaceEditParams, token: CancellationToken): Promise<ApplyWorkspaceEditResult> {
+        const mode = reviewMode();
+        try {
+            if (mode === 'refactorPreview') {
+                const edit = await this.client.toCode(params.edit);
+                this.reviewing.fire(`review ${shortLabel(params.label)} in the Refactor Preview: Apply or Discard`);
+                let applied: boolean;
+                try {
+                    applied = await vscode.workspace.applyEdit(edit, { isRefactoring: true });
+                } finally {
+                    this.reviewing.fire(undefined);
+                }
+                return applied ? { applied } : { applied, failureReason: 'the user did not apply the edit in the Refactor Preview' };
+            }
+            const id = String(++this.counter);
+            const operations = await this.parse(params.edit, id);
+            if (mode === 'auto' || !needsConfirmation(params.edit)) {
+                return await this.apply(operations, finalsAsProposed(operations));
+            }
+            const run = this.queue.then(() => this.review(params, operations, token));
+            this.queue = run.catch(() => undefined);
+            return await run;
+        } catch (error) {
+            if (error instanceof Refusal) {
+                traceInfo(`edit not applied: ${error.message}`);
+                return { applied: false, failureReason: error.message };
+            }
+            traceError('applying the edit failed', error);
+            const message = error instanceof Error ? error.message : String(error);
+            return { applied: false, failureReason: `VS Code failed to apply the edit: ${message}` };
+        }
+    }
+
+    async accept(): Promise<void> {
+        this.current?.decide({ accept: true });
+    }
+
+    /** Reject the edit under review, with the reason the user gives (Escape: back to the review). */
+    async reject(): Promise<void> {
+        const pending = this.current;
+        if (!pending) {
+            return;
+        }
+        const reason = await vscode.window.showInputBox({
+            title: 'Reject Edit',
+            prompt: 'Why reject this edit? (optional: Enter to reject without a reason)',
+            placeHolder: 'the reason is sent to the agent',
+            ignoreFocusOut: true,
+        });
+        if (reason === undefined) {
+            return;
+        }
+        pending.decide({ accept: false, reason: reason.trim() || undefined });
+    }
+
+    /** Show the diff of the next file of the edit under review. */
+    async nextFile(): Promise<void> {
+        await this.current?.showNext();
+    }
+
+    /** Reject every edit under review (the turn ended or was cancelled). */
+    dismiss(reason: string): void {
+        this.current?.decide({ accept: false, reason });
+    }
+
+    dispose(): void {
+        this.dismiss('the extension was deactivated');
+        this.disposables.forEach((d) => d.dispose());
+    }
+
+    /** Split the edit into file changes and renames, with each file's text now and as proposed. */
+    private async parse(edit: LspWorkspaceEdit, id: string): Promise<Operation[]> {
+        const operations: Operation[] = [];
+        const byUri = new Map<string, FileChange>();
+        const change = (uriText: string): FileChange => {
+            const uri = vscode.Uri.parse(uriText);
+            let found = byUri.get(uri.toString());
+            if (!found) {
+                const label = vscode.workspace.asRelativePath(uri, false);
+                const virtualPath = `/${id}/${label.replace(/^\/+/, '')}`;
+                found = {
+                    uri,
+                    label,
+                    edits: [],
+                    existed: false,
+                    before: '',
+                    proposed: '',
+                    proposedUri: vscode.Uri.from({ scheme: PROPOSED_SCHEME, path: virtualPath }),
+                    originalUri: vscode.Uri.from({ scheme: ORIGINAL_SCHEME, path: virtualPath }),
+                };
+                byUri.set(uri.toString(), found);
+                operations.push({ kind: 'file', change: found });
+            }
+            return found;
+        };
+        if (edit.documentChanges) {
+            for (const item of edit.documentChanges) {
+                if ('kind' in item) {
+                    if (item.kind === 'create') {
+                        change(item.uri).create = item.options ?? {};
+                    } else if (item.kind === 'delete') {
+                        change(item.uri).remove = item.options ?? {};
+                    } else if (item.kind === 'rename') {
+                        operations.push({
+                            kind: 'rename',
+                            rename: {
+                                oldUri: vscode.Uri.parse(item.oldUri),
+                                newUri: vscode.Uri.parse(item.newUri),
+                                options: item.options,
+                            },
+                        });
+                    }
+                } else {
+                    const file = change(item.textDocument.uri);
+                    file.version = item.textDocument.version;
+                    file.edits.push(item.edits.map((e) => ({ range: e.range, newText: e.newText })));
+                }
+            }
+        } else if (edit.changes) {
+            for (const [uri, edits] of Object.entries(edit.changes)) {
+                change(uri).edits.push(edits.map((e) => ({ range: e.range, newText: e.newText })));
+            }
+        }
+        for (const operation of operations) {
+            if (operation.kind === 'file') {
+                await this.read(operation.change);
+            }
+        }
+        return operations;
+    }
+
+    /** Fill in a change's `before` and `proposed`; refuse what cannot be applied as it stands. */
+    private async read(change: FileChange): Promise<void> {
+        const open = openDocument(change.uri);
+        change.existed = open !== undefined || (await exists(change.uri));
+        if (change.create && change.existed && !change.create.overwrite && !change.create.ignoreIfExists) {
+            throw new Refusal(`${change.label} already exists`);
+        }
+        if (!change.existed && !change.create) {
+            if (change.remove?.ignoreIfNotExists) {
+                return;
+            }
+            throw new Refusal(`${change.label} does not exist`);
+        }
+        if (change.existed) {
+            const document = open ?? (await vscode.workspace.openTextDocument(change.uri));
+            if (open && typeof change.version === 'number' && open.version !== change.version) {
+                throw new Refusal(
+                    `${change.label} changed in the editor (version ${open.version}, the edit was made for version ${change.version}): read it again`,
+                );
+            }
+            change.before = document.getText();
+        }
+        const replaced = change.create && (!change.existed || change.create.overwrite);
+        let text = replaced ? '' : change.before;
+        if (change.remove) {
+            change.proposed = '';
+            return;
+        }
+        for (const group of change.edits) {
+            text = applyTextEdits(text, group);
+        }
+        change.proposed = text;
+    }
+
+    /** Show the diffs, wait for the decision, apply what the proposed sides hold. */
+    private async review(
+        params: ApplyWorkspaceEditParams,
+        operations: Operation[],
+        token: CancellationToken,
+    ): Promise<ApplyWorkspaceEditResult> {
+        if (token.isCancellationRequested) {
+            return { applied: false, failureReason: 'the server cancelled the request before it was reviewed' };
+        }
+        const changes = fileChanges(operations);
+        for (const change of changes) {
+            this.proposedFiles.put(change.proposedUri, change.proposed);
+        }
+        const pending = new Pending(params.label, changes, operations);
+        this.current = pending;
+        const cancelled = token.onCancellationRequested(() =>
+            pending.decide({ accept: false, reason: 'the server cancelled the request' }),
+        );
+        let finals: Map<FileChange, string> | undefined;
+        let decision: Decision;
+        try {
+            await setReviewing(changes.length);
+            this.reviewing.fire(`review ${shortLabel(params.label)}: Accept Edit or Reject Edit`);
+            await pending.show();
+            decision = await pending.decided;
+            if (decision.accept) {
+                finals = new Map(changes.map((change) => [change, this.proposedText(change)]));
+            }
+        } finally {
+            cancelled.dispose();
+            this.current = undefined;
+            this.reviewing.fire(undefined);
+            await setReviewing(undefined);
+            await pending.close();
+            changes.forEach((change) => this.proposedFiles.remove(change.proposedUri));
+        }
+        if (!finals) {
+            return { applied: false, failureReason: decision.reason };
+        }
+        const unchanged =
+            operations.every((op) => op.kind === 'file') &&
+            changes.every((change) => !change.create && !change.remove && finals?.get(change) === change.before);
+        if (unchanged) {
+            return { applied: false, failureReason: 'the user reverted every change of the edit in the review' };
+        }
+        return this.apply(operations, finals);
+    }
+
+    /** The proposed side's text, with the user's unsaved changes to it. */
+    private proposedText(change: FileChange): string {
+        const document = vscode.workspace.textDocuments.find((d) => d.uri.toString() === change.proposedUri.toString());
+        return document?.getText() ?? this.proposedFiles.text(change.proposedUri) ?? change.proposed;
+    }
+
+    /** Apply the operations with each file's final text; say whether it all landed. */
+    private async apply(operations: Operation[], finals: Map<FileChange, string>): Promise<ApplyWorkspaceEditResult> {
+        const changes = fileChanges(operations);
+        for (const change of changes) {
+            if (!change.existed) {
+                continue;
+            }
+            const now = await currentText(change.uri);
+            if (now !== change.before) {
+                throw new Refusal(`${change.label} changed while the edit was under review: nothing was applied; read it again`);
+            }
+        }
+        const dirtyBefore = new Set(
+            vscode.workspace.textDocuments.filter((d) => d.isDirty).map((d) => d.uri.toString()),
+        );
+        const edit = new vscode.WorkspaceEdit();
+        for (const operation of operations) {
+            if (operation.kind === 'rename') {
+                const { oldUri, newUri, options } = operation.rename;
+                edit.renameFile(oldUri, newUri, options);
+                continue;
+            }
+            const change = operation.change;
+            const final = finals.get(change) ?? change.proposed;
+            if (change.remove) {
+                if (change.existed) {
+                    edit.deleteFile(change.uri, change.remove);
+                }
+            } else if (change.create && (!change.existed || change.create.overwrite)) {
+                edit.createFile(change.uri, { overwrite: change.create.overwrite, contents: Buffer.from(final, 'utf8') });
+            } else {
+                for (const textEdit of diffTextEdits(change.before, final)) {
+                    edit.replace(change.uri, toRange(textEdit), textEdit.newText);
+                }
+            }
+        }
+        if (!(await vscode.workspace.applyEdit(edit))) {
+            throw new Refusal('VS Code did not apply the edit');
+        }
+        // Save what the edit made dirty, so that commands the agent runs see the new text.
+        for (const change of changes) {
+            const document = openDocument(change.uri);
+            if (document?.isDirty && !dirtyBefore.has(document.uri.toString())) {
+                if (!(await document.save())) {
+                    traceError(`could not save ${change.label}`);
+                }
+            }
+        }
+        for (const change of changes) {
+            if (change.remove) {
+                continue;
+            }
+            const final = finals.get(change) ?? change.proposed;
+            const landed = await currentText(change.uri);
+            if (landed !== final) {
+                throw new Refusal(`${change.label} does not hold the accepted text after applying the edit`);
+            }
+        }
+        return { applied: true };
+    }
+}
+
+/** An edit on screen, waiting for the user's decision. */
+class Pending {
+    readonly decided: Promise<Decision>;
+    private resolve: ((decision: Decision) => void) | undefined;
+    private shown = false;
+    private done = false;
+    private status: vscode.Disposable | undefined;
+
+    constructor(
+        private readonly label: string | undefined,
+        private readonly changes: FileChange[],
+        private readonly operations: Operation[],
+    ) {
+        this.decided = new Promise<Decision>((resolve) => {
+            this.resolve = resolve;
+        });
+    }
+
+    decide(decision: Decision): void {
+        if (!this.done) {
+            this.done = true;
+            this.resolve?.(decision);
+        }
+    }
+
+    async show(): Promise<void> {
+        for (const change of this.changes) {
+            await this.open(change);
+        }
+        if (this.changes.length > 1 && this.changes[0]) {
+            await this.open(this.changes[0]);
+        }
+        const renames = this.operations.filter((op) => op.kind === 'rename');
+        if (renames.length > 0) {
+            const names = renames
+                .map((op) => (op.kind === 'rename' ? `${vscode.workspace.asRelativePath(op.rename.oldUri)} → ${vscode.workspace.asRelativePath(op.rename.newUri)}` : ''))
+                .join(', ');
+            void vscode.window.showInformationMessage(`LSP Agent: the edit also renames ${names}.`);
+        }
+        this.status = vscode.window.setStatusBarMessage(
+            `$(diff) ${this.label ?? 'lsp-agent edit'}: Accept Edit (Ctrl+Alt+Enter) or Reject Edit (Ctrl+Alt+Backspace)`,
+        );
+        this.shown = true;
+        this.checkTabs();
+    }
+
+    async showNext(): Promise<void> {
+        const active = vscode.window.tabGroups.activeTabGroup.activeTab?.input;
+        const index = this.changes.findIndex(
+            (change) => active instanceof vscode.TabInputTextDiff && active.modified.toString() === change.proposedUri.toString(),
+        );
+        const next = this.changes[(index + 1) % this.changes.length];
+        if (next) {
+            await this.open(next);
+        }
+    }
+
+    /** Closing every diff of the edit without deciding rejects it. */
+    checkTabs(): void {
+        if (this.shown && !this.done && this.tabs().length === 0) {
+            this.decide({ accept: false, reason: 'the user closed the review without accepting the edit' });
+        }
+    }
+
+    /** Close the diffs; a proposed side the user changed is saved (to memory) first, so no prompt. */
+    async close(): Promise<void> {
+        this.status?.dispose();
+        for (const change of this.changes) {
+            const document = vscode.workspace.textDocuments.find((d) => d.uri.toString() === change.proposedUri.toString());
+            if (document?.isDirty) {
+                await document.save();
+            }
+        }
+        const tabs = this.tabs();
+        if (tabs.length > 0) {
+            await vscode.window.tabGroups.close(tabs, true);
+        }
+    }
+
+    private async open(change: FileChange): Promise<void> {
+        const original = change.existed ? change.uri : change.originalUri;
+        const title = `${path.basename(change.uri.path)} ↔ proposed (lsp-agent)`;
+        await vscode.commands.executeCommand('vscode.diff', original, change.proposedUri, title, {
+            preview: false,
+        } satisfies vscode.TextDocumentShowOptions);
+    }
+
+    private tabs(): vscode.Tab[] {
+        const proposed = new Set(this.changes.map((change) => change.proposedUri.toString()));
+        return vscode.window.tabGroups.all.flatMap((group) =>
+            group.tabs.filter((tab) => tab.input instanceof vscode.TabInputTextDiff && proposed.has(tab.input.modified.toString())),
+        );
+    }
+}
+
+/** A writable in-memory file system for the proposed sides, so the user can edit them. */
+class ProposedFileSystem implements vscode.FileSystemProvider {
+    private readonly files = new Map<string, { data: Uint8Array; mtime: number; ctime: number }>();
+    private readonly changed = new vscode.EventEmitter<vscode.FileChangeEvent[]>();
+    readonly onDidChangeFile = this.changed.event;
+
+    put(uri: vscode.Uri, text: string): void {
+        const now = Date.now();
+        this.files.set(uri.path, { data: Buffer.from(text, 'utf8'), mtime: now, ctime: now });
+    }
+
+    remove(uri: vscode.Uri): void {
+        this.files.delete(uri.path);
+    }
+
+    text(uri: vscode.Uri): string | undefined {
+        const file = this.files.get(uri.path);
+        return file ? Buffer.from(file.data).toString('utf8') : undefined;
+    }
+
+    watch(): vscode.Disposable {
+        return new vscode.Disposable(() => undefined);
+    }
+
+    stat(uri: vscode.Uri): vscode.FileStat {
+        const file = this.files.get(uri.path);
+        if (file) {
+            return { type: vscode.FileType.File, ctime: file.ctime, mtime: file.mtime, size: file.data.byteLength };
+        }
+        const prefix = uri.path.endsWith('/') ? uri.path : uri.path + '/';
+        if ([...this.files.keys()].some((key) => key.startsWith(prefix))) {
+            return { type: vscode.FileType.Directory, ctime: 0, mtime: 0, size: 0 };
+        }
+        throw vscode.FileSystemError.FileNotFound(uri);
+    }
+
+    readDirectory(uri: vscode.Uri): [string, vscode.FileType][] {
+        const prefix = uri.path.endsWith('/') ? uri.path : uri.path + '/';
+        const entries = new Map<string, vscode.FileType>();
+        for (const key of this.files.keys()) {
+            if (key.startsWith(prefix)) {
+                const [first, ...rest] = key.slice(prefix.length).split('/');
+                if (first) {
+                    entries.set(first, rest.length > 0 ? vscode.FileType.Directory : vscode.FileType.File);
+                }
+            }
+        }
+        return [...entries];
+    }
+
+    readFile(uri: vscode.Uri): Uint8Array {
+        const file = this.files.get(uri.path);
+        if (!file) {
+            throw vscode.FileSystemError.FileNotFound(uri);
+        }
+        return file.data;
+    }
+
+    writeFile(uri: vscode.Uri, content: Uint8Array): void {
+        const file = this.files.get(uri.path);
+        if (!file) {
+            // Only the review creates proposed files; one whose review ended is gone.
+            throw vscode.FileSystemError.NoPermissions('this review has ended');
+        }
+        file.data = content;
+        file.mtime = Date.now();
+        this.changed.fire([{ type: vscode.FileChangeType.Changed, uri }]);
+    }
+
+    createDirectory(): void {
+        throw vscode.FileSystemError.NoPermissions('the proposed files are managed by LSP Agent');
+    }
+
+    delete(uri: vscode.Uri): void {
+        this.files.delete(uri.path);
+    }
+
+    rename(): void {
+        throw vscode.FileSystemError.NoPermissions('the proposed files are managed by LSP Agent');
+    }
+}
+
+/** The edit's label without the server's `lsp-agent: ` prefix. */
+function shortLabel(label: string | undefined): string {
+    return label ? label.replace(/^lsp-agent: /, '') : 'the edit';
+}
+
+function fileChanges(operations: Operation[]): FileChange[] {
+    return operations.flatMap((op) => (op.kind === 'file' ? [op.change] : []));
+}
+
+function finalsAsProposed(operations: Operation[]): Map<FileChange, string> {
+    return new Map(fileChanges(operations).map((change) => [change, change.proposed]));
+}
+
+/** True unless every change annotation of the edit says it needs no confirmation. */
+function needsConfirmation(edit: LspWorkspaceEdit): boolean {
+    const annotations = Object.values(edit.changeAnnotations ?? {});
+    return annotations.length === 0 || annotations.some((annotation) => annotation.needsConfirmation !== false);
+}
+
+function openDocument(uri: vscode.Uri): vscode.TextDocument | undefined {
+    return vscode.workspace.textDocuments.find((d) => d.uri.toString() === uri.toString() && !d.isClosed);
+}
+
+async function exists(uri: vscode.Uri): Promise<boolean> {
+    try {
+        await vscode.workspace.fs.stat(uri);
+        return true;
+    } catch {
+        return false;
+    }
+}
+
+/** The file's text as the editor has it (unsaved changes included), else on disk, else undefined. */
+async function currentText(uri: vscode.Uri): Promise<string | undefined> {
+    const open = openDocument(uri);
+    if (open) {
+        return open.getText();
+    }
+    try {
+        return Buffer.from(await vscode.workspace.fs.readFile(uri)).toString('utf8');
+    } catch {
+        return undefined;
+    }
+}
+
+function toRange(edit: TextEdit): vscode.Range {
+    return new vscode.Range(
+        edit.range.start.line,
+        edit.range.start.character,
+        edit.range.end.line,
+        edit.range.end.character,
+    );
+}
+
+async function setReviewing(files: number | undefined): Promise<void> {
+    await vscode.commands.executeCommand('setContext', REVIEWING, files !== undefined);
+    await vscode.commands.executeCommand('setContext', REVIEW_FILES, files ?? 0);
+}
