@@ -170,6 +170,8 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     serve = commands.add_parser("serve", help="the language server on stdio (what editors launch)")
     serve.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio")
+    # Language clients (vscode-languageclient's stdio transport, others) append --stdio.
+    serve.add_argument("--stdio", action="store_true", help="stdio, the default (accepted)")
     run = commands.add_parser("run", help="one agent turn in this terminal")
     run.add_argument("prompt", help="what the agent should do")
     run.add_argument("--workspace", type=Path, default=Path.cwd(), help="default: current folder")

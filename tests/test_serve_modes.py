@@ -96,3 +96,26 @@ async def test_settings_of_the_wrong_shape_get_a_warning_not_a_crash(
     finally:
         await editor.client.shutdown_session()
         await editor.client.stop()
+
+
+async def test_serve_accepts_the_stdio_flag_language_clients_append(
+    workspace: Path, model: ScriptedModel, state_dir: Path, home: Path
+) -> None:
+    client = make_test_lsp_client()
+    await client.start_io(
+        sys.executable, "-m", "lsp_agent", "serve", "--stdio", env=server_env(state_dir, home)
+    )
+    await client.initialize_session(
+        types.InitializeParams(
+            capabilities=client_capabilities("visual-studio-code"),
+            root_uri=workspace.as_uri(),
+            initialization_options={"lspAgent": settings_for(model)},
+        )
+    )
+    model.add(reply("over stdio"))
+    result = await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="lspAgent.ask", arguments=[{"prompt": "hi"}])
+    )
+    assert result["answer"] == "over stdio"
+    await client.shutdown_session()
+    await client.stop()
