@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import assume, example, given, settings
+from hypothesis import assume, event, example, given, settings
 from hypothesis import strategies as st
 
 from lsp_agent.errors import ToolError
@@ -13,6 +13,7 @@ from lsp_agent.tools.edits import (
     ENCODINGS,
     TextEdit,
     apply_text_edits,
+    plain_punctuation,
     plan_edit,
     text_edits,
     unified_diff,
@@ -207,6 +208,98 @@ def test_an_ambiguous_level_stops_the_search_before_a_looser_one() -> None:
         plan_edit(text, "x = 1\n", "x = 2\n")
     assert caught.value.reason == "ambiguous"
     assert "trailing whitespace" in caught.value.message
+
+
+# plan_edit: typographic punctuation
+
+
+def test_plain_punctuation_reads_typographic_characters_as_ascii() -> None:
+    assert plain_punctuation("\u201cit\u2019s\u201d \u2013 \u2014 \u2026") == '"it\'s" - - ...'
+    assert plain_punctuation("a\u00a0b\u202fc\u200bd\ufeff") == "a b cd"
+    assert plain_punctuation("cafe\u0301") == "caf\u00e9"
+    # A zero-width space between a letter and its accent no longer keeps them apart.
+    assert plain_punctuation("e\u200b\u0301") == "\u00e9"
+
+
+def test_curly_quotes_in_the_file_match_the_models_straight_ones() -> None:
+    text = "def greet():\n    return \u201chello\u201d\n"
+    after = plan_edit(text, 'return "hello"\n', 'return "bonjour"\n')
+    assert after == 'def greet():\n    return "bonjour"\n'
+
+
+def test_lines_the_model_left_alone_keep_the_files_own_characters() -> None:
+    text = (
+        "def help():\n"
+        "    print(\u201cUsage: tool \u2014 does things\u201d)\n"
+        "    print(\u2018Options\u2026\u2019)\n"
+        "    print(\u201cBye\u201d)\n"
+    )
+    old = 'print("Usage: tool - does things")\nprint(\'Options...\')\nprint("Bye")\n'
+    new = 'print("Usage: tool - does things")\nprint(\'Flags:\')\nprint("Bye")\n'
+    assert plan_edit(text, old, new) == (
+        "def help():\n"
+        "    print(\u201cUsage: tool \u2014 does things\u201d)\n"
+        "    print('Flags:')\n"
+        "    print(\u201cBye\u201d)\n"
+    )
+
+
+def test_a_new_equal_to_old_once_made_plain_changes_nothing() -> None:
+    text = "x = \u201ca\u201d\ny = 1\n"
+    assert plan_edit(text, 'x = "a"\ny = 1\n', 'x = "a"\ny = 1\n') == text
+
+
+def test_a_line_the_model_moved_deeper_is_its_own_not_the_files() -> None:
+    text = "if ok:\n    say(\u201chi\u201d)\nsay(\u201cbye\u201d)\n"
+    old = 'say("hi")\nsay("bye")\n'
+    new = 'say("hi")\nif ok:\n    say("bye")\n'
+    assert plan_edit(text, old, new) == (
+        'if ok:\n    say(\u201chi\u201d)\n    if ok:\n        say("bye")\n'
+    )
+
+
+def test_a_punctuation_match_keeps_crlf_tabs_and_a_missing_final_newline() -> None:
+    text = "void f() {\r\n\tlog(\u201cstart \u2013 now\u201d);\r\n\trun();\r\n}"
+    old = 'log("start - now");\nrun();\n}\n'
+    new = 'log("start - now");\nrun();\nstop();\n}\n'
+    assert plan_edit(text, old, new) == (
+        "void f() {\r\n\tlog(\u201cstart \u2013 now\u201d);\r\n\trun();\r\n\tstop();\r\n}"
+    )
+
+
+def test_dashes_ellipses_non_breaking_spaces_and_accents_all_match() -> None:
+    text = "a = b \u2212 c\nwait\u2026\nprice:\u00a05\u202f\u20ac\nname = \u2018cafe\u0301\u2019\n"
+    old = "a = b - c\nwait...\nprice: 5 \u20ac\nname = 'caf\u00e9'\n"
+    new = "a = b - c\nwait...\nprice: 6 \u20ac\nname = 'caf\u00e9'\n"
+    assert plan_edit(text, old, new) == (
+        "a = b \u2212 c\nwait\u2026\nprice: 6 \u20ac\nname = \u2018cafe\u0301\u2019\n"
+    )
+
+
+def test_a_punctuation_match_in_two_places_is_ambiguous_and_names_the_level() -> None:
+    text = "x = \u201ca\u201d\ny = 1\nx = \u201ea\u201c\n"
+    with pytest.raises(ToolError) as caught:
+        plan_edit(text, 'x = "a"\n', 'x = "b"\n', path="q.py")
+    assert caught.value.reason == "ambiguous"
+    assert "appears 2 times in q.py" in caught.value.message
+    assert "lines 1, 3" in caught.value.message
+    assert "typographic quotes, dashes and spaces" in caught.value.message
+
+
+def test_a_looser_level_is_not_tried_when_indentation_alone_is_ambiguous() -> None:
+    # Ignoring indentation, two places match; the typographic line would be a third.
+    text = '  say("a")\n    say("a")\nsay(\u201ca\u201d)\n'
+    with pytest.raises(ToolError) as caught:
+        plan_edit(text, 'say("a") \n', 'say("b")\n')
+    assert caught.value.reason == "ambiguous"
+    assert "indentation is ignored" in caught.value.message
+    assert "lines 1, 2" in caught.value.message
+
+
+def test_an_old_of_zero_width_characters_never_matches_a_blank_line() -> None:
+    with pytest.raises(ToolError) as caught:
+        plan_edit("a = \u201c1\u201d\n\nb = 2\n", "\u200b\n", "x\n")
+    assert caught.value.reason == "not_found"
 
 
 # plan_edit: not found
@@ -546,3 +639,116 @@ def test_a_block_sent_without_its_indentation_lands_at_the_files_indentation(
         # Same indentation character: new keeps its own relative indentation, shifted.
         expected_new = "".join(unit * base + "    " * level + w + "\n" for level, w in new)
     assert plan_edit(text, model_old, model_new) == "start:\n" + expected_new + "end\n"
+
+
+# The punctuation level: each body as the model types it, and as a file may hold it.
+SPELLINGS: dict[str, list[str]] = {
+    'say("hi")': ['say("hi")', "say(\u201chi\u201d)", "say(\u201ehi\u201c)"],
+    "it's": ["it's", "it\u2019s"],
+    "a - b": ["a - b", "a \u2013 b", "a\u00a0\u2014\u00a0b"],
+    "wait...": ["wait...", "wait\u2026"],
+    "caf\u00e9": ["caf\u00e9", "cafe\u0301"],
+    "x = 1": ["x = 1"],
+    "": [""],
+}
+PLAIN = {
+    **dict.fromkeys("\u201c\u201d\u201e", '"'),
+    "\u2019": "'",
+    **dict.fromkeys("\u2013\u2014", "-"),
+    "\u00a0": " ",
+    "\u2026": "...",
+}
+
+
+def plain(line: str) -> str:
+    """The punctuation level's reading of a line, computed without the module under test."""
+    import unicodedata
+
+    return unicodedata.normalize("NFC", "".join(PLAIN.get(char, char) for char in line)).strip()
+
+
+@st.composite
+def punctuation_cases(
+    draw: st.DrawFn,
+) -> tuple[str, list[str], int, int, list[str], list[str], str]:
+    """A file, its lines, a block (start, length) sent as plain ASCII, new lines, and the EOL.
+
+    Returns (text, file lines without endings, start, length, model old lines, model new lines,
+    the file's indentation of the block). Outside the block lines take any indentation, so
+    other places may match once indentation and punctuation are ignored.
+    """
+    bodies = st.sampled_from(sorted(SPELLINGS))
+    unit = draw(st.sampled_from(["    ", "\t", "  "]))
+
+    def file_line(body: str, indent: str) -> str:
+        return indent + draw(st.sampled_from(SPELLINGS[body])) if body else ""
+
+    before = draw(st.lists(st.tuples(bodies, st.integers(0, 2)), max_size=4))
+    block = draw(st.lists(bodies, min_size=1, max_size=4))
+    after = draw(st.lists(st.tuples(bodies, st.integers(0, 2)), max_size=4))
+    if draw(st.booleans()):
+        # A second copy of the block, spelled and indented its own way: often ambiguous.
+        level = draw(st.integers(0, 2))
+        after[draw(st.integers(0, len(after))) : 0] = [(body, level) for body in block]
+    base = unit * draw(st.integers(0, 2))
+    lines = [
+        *(file_line(body, unit * level) for body, level in before),
+        *(file_line(body, base) for body in block),
+        *(file_line(body, unit * level) for body, level in after),
+    ]
+    # The model rewrites some lines in place with text found nowhere in the file.
+    changed = draw(st.lists(st.booleans(), min_size=len(block), max_size=len(block)))
+    new = [
+        f"changed_{k}()" if flip else body
+        for k, (body, flip) in enumerate(zip(block, changed, strict=True))
+    ]
+    eol = draw(st.sampled_from(["\n", "\r\n"]))
+    text = "".join(line + eol for line in lines)
+    return text, lines, len(before), len(block), block, new, base
+
+
+@settings(max_examples=400)
+@given(punctuation_cases())
+def test_a_punctuation_match_is_applied_once_or_refused(
+    case: tuple[str, list[str], int, int, list[str], list[str], str],
+) -> None:
+    text, lines, start, length, old_lines, new_lines, base = case
+    eol = "\r\n" if "\r\n" in text else "\n"
+    old = "".join(line + "\n" for line in old_lines)
+    new = "".join(line + "\n" for line in new_lines)
+    assume(any(old_lines))
+    # Only the punctuation level may match: not the exact text, not lines with plain spelling.
+    assume(old not in text and old.replace("\n", eol) not in text)
+    width = len(old_lines)
+    windows = [lines[i : i + width] for i in range(len(lines) - width + 1)]
+    assume(not any([w.strip() for w in window] == old_lines for window in windows))
+    places = [i for i, window in enumerate(windows) if [plain(w) for w in window] == old_lines]
+    assert start in places
+    event("ambiguous" if len(places) > 1 else "unique")
+
+    if len(places) > 1:
+        with pytest.raises(ToolError) as caught:
+            plan_edit(text, old, new)
+        assert caught.value.reason == "ambiguous"
+        assert "typographic" in caught.value.message
+        return
+
+    after = plan_edit(text, old, new)
+    head = "".join(line + eol for line in lines[:start])
+    tail = "".join(line + eol for line in lines[start + length :])
+    assert after.startswith(head) and after.endswith(tail)
+    middle = after[len(head) : len(after) - len(tail)].split(eol)
+    assert middle.pop() == ""
+    assert len(middle) == len(new_lines)
+    block = lines[start : start + length]
+    for k, (written, wanted) in enumerate(zip(middle, new_lines, strict=True)):
+        if wanted.startswith("changed_"):
+            assert written == base + wanted  # as the model typed it, at the file's indentation
+        elif old_lines.count(wanted) == 1:
+            assert written == block[old_lines.index(wanted)]  # the file's own line, untouched
+        else:
+            assert written in block and plain(written) == wanted
+        if k < len(block) and new_lines[k] == old_lines[k] and old_lines.count(wanted) == 1:
+            assert written == block[k]
+    if new == old:
+        assert after == text

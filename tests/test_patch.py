@@ -356,6 +356,17 @@ def test_curly_quotes_and_dashes_from_the_model_still_find_the_line() -> None:
     assert apply(patch, files)["a.py"] == "msg = 'x'\n"
 
 
+def test_the_files_typographic_context_lines_survive_a_plain_ascii_hunk() -> None:
+    files = {"a.md": "Intro\u2026\n\u201cQuoted\u201d\u00a0line\nold \u2013 text\nEnd\n"}
+    patch = (
+        "*** Begin Patch\n*** Update File: a.md\n"
+        ' Intro...\n "Quoted" line\n-old - text\n+new - text\n End\n*** End Patch'
+    )
+    assert apply(patch, files)["a.md"] == (
+        "Intro\u2026\n\u201cQuoted\u201d\u00a0line\nnew - text\nEnd\n"
+    )
+
+
 def test_a_forgiven_match_is_refused_when_it_fits_two_places() -> None:
     files = {"a.py": "  x = 1\n    x = 1\n"}
     patch = "*** Begin Patch\n*** Update File: a.py\n-x = 1\n+x = 2\n*** End Patch"

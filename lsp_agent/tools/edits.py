@@ -1,7 +1,8 @@
 """From the model's `edit_file(path, old, new)` to the text edits an editor previews.
 
-`plan_edit` computes a file's new text: `old` must occur exactly once, and line endings and
-indentation are forgiven only when that still leaves exactly one place. `text_edits` turns a
+`plan_edit` computes a file's new text: `old` must occur exactly once, and line endings,
+indentation and typographic punctuation are forgiven only when that still leaves exactly one
+place (`plain_punctuation` is the punctuation rule, shared with `apply_patch`). `text_edits` turns a
 (before, after) pair into the minimal LSP text edits, in any LSP position encoding;
 `apply_text_edits` applies such edits as an editor does; `unified_diff` shows a change to the
 user or the model. Everything here is pure: no I/O, no pygls.
@@ -14,6 +15,7 @@ import difflib
 import itertools
 import math
 import re
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -37,6 +39,28 @@ _NEAR_PROBES = 5
 _NEAR_CUTOFF = 0.5
 """Lines less similar than this (difflib ratio) are not counted as near."""
 
+_PUNCTUATION = str.maketrans(
+    {
+        **dict.fromkeys("\u2018\u2019\u201a\u201b\u2032", "'"),
+        **dict.fromkeys("\u201c\u201d\u201e\u201f\u2033\u00ab\u00bb", '"'),
+        **dict.fromkeys("\u2010\u2011\u2012\u2013\u2014\u2015\u2212", "-"),
+        **dict.fromkeys("\u00a0\u2007\u202f", " "),
+        **dict.fromkeys("\u200b\ufeff", ""),
+        "\u2026": "...",
+    }
+)
+"""Typographic quotes, dashes, ellipsis and spaces as the ASCII a model types for them."""
+
+
+def plain_punctuation(text: str) -> str:
+    """`text` as a model retypes it: curly quotes, dashes, `…` and odd spaces as ASCII, in NFC.
+
+    Quotes ‘’‚‛′ become `'` and “”„‟″«» `"`; the dashes and the minus sign `-`; the ellipsis
+    `...`; non-breaking and figure spaces a space; zero-width spaces and BOMs disappear. NFC
+    comes last, so a base letter and its accent compose even when a zero-width space split them.
+    """
+    return unicodedata.normalize("NFC", text.translate(_PUNCTUATION))
+
 
 @dataclass(frozen=True)
 class TextEdit:
@@ -59,9 +83,16 @@ def plan_edit(text: str, old: str, new: str, *, path: str = "the file") -> str:
     Tried in order, and used only when exactly one place matches at that level: the exact text;
     the exact text with the model's LF line endings turned into the file's CRLF (or CR); whole
     lines compared without trailing whitespace; whole lines compared without any surrounding
-    whitespace (then `new` is re-indented to the file's indentation). The replacement keeps the
-    file's line endings. Raises `ToolError` (`not_found`, `ambiguous`, `empty_old`) with a
-    message that tells the model what to do next.
+    whitespace (then `new` is re-indented to the file's indentation); whole lines compared that
+    way after `plain_punctuation` (curly quotes, dashes, `…`, non-breaking spaces as ASCII). An
+    ambiguous level stops the search: a looser one is never tried. The replacement keeps the
+    file's line endings.
+
+    At the punctuation level the model could not see the file's own characters, so a line of
+    `new` that equals its line of `old` once both are made plain (same indentation, same text)
+    is written as the file has it: only the lines the model changed are written as it typed
+    them (re-indented), and a `new` equal to `old` changes nothing. Raises `ToolError`
+    (`not_found`, `ambiguous`, `empty_old`) with a message that tells the model what to do next.
     """
     if not old:
         raise ToolError(
@@ -95,15 +126,30 @@ def plan_edit(text: str, old: str, new: str, *, path: str = "the file") -> str:
         old_ends_with_eol = len(old_lines) > 1 and old_lines[-1] == ""
         if old_ends_with_eol:
             old_lines.pop()
-        levels: tuple[tuple[Callable[[str], str], bool, str], ...] = (
-            (str.rstrip, False, "when trailing whitespace is ignored"),
-            (str.strip, True, "when indentation is ignored"),
-        )
-        for key, reindent, how in levels:
+        # (compare lines by, re-indent new, keep the lines the model left alone, how it matched)
+        levels: list[tuple[Callable[[str], str], bool, bool, str]] = [
+            (str.rstrip, False, False, "when trailing whitespace is ignored"),
+            (str.strip, True, False, "when indentation is ignored"),
+        ]
+        # On ASCII both sides the punctuation level would repeat the indentation level.
+        if not (text.isascii() and old.isascii()):
+            levels.append(
+                (_plain_key, True, True, "when typographic quotes, dashes and spaces are plain")
+            )
+        for key, reindent, keep, how in levels:
+            if not any(key(line) for line in old_lines):
+                continue  # old made only of zero-width characters: it would match blank lines
             matches = _line_matches(contents, old_lines, key)
             if len(matches) == 1:
                 return _replace_lines(
-                    text, lines, matches[0], old_lines, old_ends_with_eol, new, reindent=reindent
+                    text,
+                    lines,
+                    matches[0],
+                    old_lines,
+                    old_ends_with_eol,
+                    new,
+                    reindent=reindent,
+                    keep_unchanged=keep,
                 )
             if matches:
                 offsets = _line_offsets(lines)
@@ -361,6 +407,11 @@ def _line_matches(
     ]
 
 
+def _plain_key(line: str) -> str:
+    """How the punctuation level compares lines: plain punctuation, no surrounding whitespace."""
+    return plain_punctuation(line).strip()
+
+
 def _replace_lines(
     text: str,
     lines: list[str],
@@ -370,8 +421,13 @@ def _replace_lines(
     new: str,
     *,
     reindent: bool,
+    keep_unchanged: bool = False,
 ) -> str:
-    """Replace the lines matched by `old_lines` at `first`, in the file's line endings."""
+    """Replace the lines matched by `old_lines` at `first`, in the file's line endings.
+
+    With `keep_unchanged`, the lines of `new` that the model left as they were in `old` are the
+    file's own lines (see `_kept_lines`).
+    """
     region = lines[first : first + len(old_lines)]
     start = _line_offsets(lines)[first]
     last_eol = region[-1][len(_content(region[-1])) :]
@@ -386,13 +442,49 @@ def _replace_lines(
     new_ends_with_eol = len(new_lines) > 1 and new_lines[-1] == ""
     if new_ends_with_eol:
         new_lines.pop()
+    model_lines = new_lines
+    region_contents = [_content(line) for line in region]
     if reindent:
-        new_lines = _reindent(new_lines, old_lines, [_content(line) for line in region], lines)
+        new_lines = _reindent(new_lines, old_lines, region_contents, lines)
+    if keep_unchanged:
+        for j, i in _kept_lines(old_lines, model_lines).items():
+            new_lines[j] = region_contents[i]
     replacement = eol.join(new_lines)
     # A file without a final newline keeps none, even when the model's old and new end in one.
     if new_ends_with_eol and not (old_ends_with_eol and not last_eol):
         replacement += eol
     return text[:start] + replacement + text[end:]
+
+
+def _kept_lines(old_lines: list[str], new_lines: list[str]) -> dict[int, int]:
+    """Which lines of `new` (index → index in `old`) the model left unchanged.
+
+    Lines are compared after `plain_punctuation` without trailing whitespace, indentation
+    included: both are in the model's indentation, and a line it moved deeper did change.
+    Equal leading and trailing lines pair up in place first, so a repeated line pairs with its
+    own copy; the middle is aligned as `text_edits` aligns lines.
+    """
+    a = [plain_punctuation(line).rstrip() for line in old_lines]
+    b = [plain_punctuation(line).rstrip() for line in new_lines]
+    head = 0
+    while head < min(len(a), len(b)) and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(a), len(b)) - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    kept = {j: j for j in range(head)}
+    kept.update({len(b) - 1 - k: len(a) - 1 - k for k in range(tail)})
+    middle_a, middle_b = a[head : len(a) - tail], b[head : len(b) - tail]
+    i = j = 0
+    for i1, i2, _, j2 in [
+        *_changed_lines(middle_a, middle_b),
+        (len(middle_a), 0, len(middle_b), 0),
+    ]:
+        # Between two changed ranges the lines are equal, pair by pair.
+        for step in range(i1 - i):
+            kept[head + j + step] = head + i + step
+        i, j = i2, j2
+    return kept
 
 
 def _leading(line: str) -> str:

@@ -25,13 +25,13 @@ import difflib
 import heapq
 import math
 import re
-import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from lsp_agent.errors import ToolError
+from lsp_agent.tools.edits import plain_punctuation
 
 Kind = Literal["add", "update", "delete"]
 Line = tuple[str, str]
@@ -83,18 +83,6 @@ _NEAR_CUTOFF = 0.5
 _NEAR_TOP = 20
 """How many file lines sharing the most words with a line of the hunk are compared closely."""
 _WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
-
-_PUNCTUATION = str.maketrans(
-    {
-        **dict.fromkeys("\u2018\u2019\u201a\u201b\u2032", "'"),
-        **dict.fromkeys("\u201c\u201d\u201e\u201f\u2033\u00ab\u00bb", '"'),
-        **dict.fromkeys("\u2010\u2011\u2012\u2013\u2014\u2015\u2212", "-"),
-        **dict.fromkeys("\u00a0\u2007\u202f", " "),
-        **dict.fromkeys("\u200b\ufeff", ""),
-        "\u2026": "...",
-    }
-)
-"""Typographic quotes, dashes and spaces as their ASCII look-alikes (the last matching level)."""
 
 
 @dataclass(frozen=True)
@@ -925,7 +913,7 @@ def _collapse(line: str) -> str:
 
 
 def _punctuation(line: str) -> str:
-    return _collapse(unicodedata.normalize("NFC", line).translate(_PUNCTUATION))
+    return _collapse(plain_punctuation(line))
 
 
 _LEVELS: tuple[tuple[Callable[[str], str], str], ...] = (
