@@ -30,7 +30,15 @@ from lsp_agent.errors import UserError
 from lsp_agent.instructions import Instructions, changed_note, fingerprint, read_instructions
 from lsp_agent.port import Document, EditorPort
 from lsp_agent.prompt import system_prompt
-from lsp_agent.provider import Provider, ProviderError, Reply, ToolCall, Usage, estimate_tokens
+from lsp_agent.provider import (
+    TOOL_MODELS,
+    Provider,
+    ProviderError,
+    Reply,
+    ToolCall,
+    Usage,
+    estimate_tokens,
+)
 from lsp_agent.sandbox import Sandbox
 from lsp_agent.session import SessionStore, Transcript
 from lsp_agent.tools.skills import SkillLocks, discover, prompt_section
@@ -598,9 +606,8 @@ class Agent:
         model = self.settings.model or "the model"
         return (
             f"{model} cannot call tools: it wrote {imitations} tool calls as text that could "
-            "not be run. Use a model with tool calling, e.g. qwen2.5-coder:7b or llama3.1:8b "
-            "on Ollama, or start llama.cpp's llama-server with --jinja, and set "
-            "lspAgent.model."
+            f"not be run. Use a model with tool calling, e.g. {TOOL_MODELS} on Ollama, or start "
+            "llama.cpp's llama-server with --jinja, and set lspAgent.model."
         )
 
     def _changes(self, session_id: str) -> FileChangeSource:

@@ -50,6 +50,23 @@ _MODEL_MISSING = re.compile(r"model\b.*\b(not found|does not exist|not exist|unk
 _CONTEXT_EXCEEDED = re.compile(
     r"context[ _](length|window)|maximum context|prompt is too long|too many tokens", re.I
 )
+_TOOLS_UNSUPPORTED = re.compile(
+    r"(does not|doesn't|do not|cannot|can't) support (tools|tool[ _-]?(use|calls?|calling)"
+    r"|function[ _-]?call(s|ing)?)"
+    r"|\b(tools|tool[ _-]?(use|calls?|calling)|function[ _-]?calling)( param(eter)?)? (is|are) "
+    r"not supported"
+    r"|unrecognized request argument supplied: tools"
+    r"|tools param requires --jinja"
+    r"|tool choice requires --enable-auto-tool-choice"
+    r"|no endpoints found that support tool use",
+    re.I,
+)
+"""How servers say the model cannot take `tools`: Ollama (`… does not support tools`), OpenAI
+(`tools is not supported in this model`), Azure (`Unrecognized request argument supplied: tools`),
+llama.cpp (`tools param requires --jinja flag`), vLLM (`"auto" tool choice requires
+--enable-auto-tool-choice …`), OpenRouter (`No endpoints found that support tool use`)."""
+TOOL_MODELS = "qwen2.5-coder:7b or llama3.1"
+"""Well-known local models that call tools reliably (Ollama names), suggested to the user."""
 
 
 @dataclass(frozen=True)
@@ -521,6 +538,7 @@ class _HTTPProvider:
         stream_options: bool = False,
     ) -> _Draft:
         """POST `body`, turn HTTP faults into our exceptions, and `read` a successful response."""
+        with_tools = bool(body.get("tools"))
         content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
         headers = {**self._headers(), "content-type": "application/json"}
         try:
@@ -537,11 +555,21 @@ class _HTTPProvider:
         except httpx.TransportError as error:
             raise _Retry(None, type(error).__name__) from None
         raise await self._status_fault(
-            response, url, streamed_with_tools=streamed_with_tools, stream_options=stream_options
+            response,
+            url,
+            with_tools=with_tools,
+            streamed_with_tools=streamed_with_tools,
+            stream_options=stream_options,
         )
 
     async def _status_fault(
-        self, response: httpx.Response, url: str, *, streamed_with_tools: bool, stream_options: bool
+        self,
+        response: httpx.Response,
+        url: str,
+        *,
+        with_tools: bool,
+        streamed_with_tools: bool,
+        stream_options: bool,
     ) -> Exception:
         """The exception for an error status: retry, fall back, or a sentence for the user."""
         status = response.status_code
@@ -550,15 +578,20 @@ class _HTTPProvider:
         lowered = message.lower()
         if status in (401, 403):
             return self._key_refused(status, excerpt)
+        # "stream" must be the server's word, not part of the model's name.
+        said = lowered.replace(self.model.lower(), "") if self.model else lowered
+        refusal = status in (400, 422, 500, 501) and "tool" in said and "stream" in said
+        if streamed_with_tools and refusal:
+            return _StreamWithToolsRefused()
+        # Before the 404 and 5xx rules: Azure and OpenRouter say it with 404, llama.cpp with 500.
+        if with_tools and _TOOLS_UNSUPPORTED.search(message):
+            return self._tools_refused(status, excerpt, lowered)
         if (
             status == 404
             or code == "model_not_found"
             or (status < 500 and _MODEL_MISSING.search(message))
         ):
             return await self._model_missing(status, url, excerpt)
-        refusal = status in (400, 422, 500, 501) and "tool" in lowered and "stream" in lowered
-        if streamed_with_tools and refusal:
-            return _StreamWithToolsRefused()
         if stream_options and status in (400, 422) and "stream_options" in lowered:
             return _StreamOptionsRefused()
         if status in _RETRYABLE_STATUS or status >= 500:
@@ -624,6 +657,32 @@ class _HTTPProvider:
         if wait is not None:
             sentence = f"{sentence} (it asks to wait {wait:.0f} s first)"
         return ProviderError(sentence, fault.status)
+
+    def _tools_refused(self, status: int, excerpt: str, lowered: str) -> ProviderError:
+        """The sentence for an endpoint that will not take `tools` for this model."""
+        head = (
+            f"model '{self.model}' at {self.base_url} cannot call tools ({status}: {excerpt}), "
+            "and lsp-agent reads and edits files only through tool calls"
+        )
+        other = f"set {MODEL_SETTING} to a model that can call tools"
+        if "--jinja" in lowered:
+            fix = (
+                "restart llama-server with --jinja (it then uses the model's own chat template, "
+                f"which knows its tool-call format), or {other}, such as {TOOL_MODELS}"
+            )
+        elif "--enable-auto-tool-choice" in lowered:
+            fix = (
+                "restart vLLM with --enable-auto-tool-choice and the --tool-call-parser that fits "
+                f"the model (hermes for Qwen2.5, llama3_json for Llama 3.1), or {other}"
+            )
+        elif "ollama" in lowered or ":11434" in self.base_url:
+            fix = (
+                f"pull one that can, such as {TOOL_MODELS} (ollama pull qwen2.5-coder:7b), and "
+                f"set {MODEL_SETTING} to it"
+            )
+        else:
+            fix = f"{other} (on Ollama, for example {TOOL_MODELS})"
+        return ProviderError(f"{head}: {fix}", status)
 
     def _key_refused(self, status: int, excerpt: str) -> ProviderError:
         if self._api_key is None:

@@ -472,8 +472,9 @@ def test_the_fast_server_answers_as_the_plain_one_and_only_once(
     assert fast[0][0] == fast_answer  # the very first bytes on stdout
     ((_, plain_status),) = responses_to("status", plain)
     ((_, fast_status),) = responses_to("status", fast)
+    # How far the change tracker got watching the folder is a matter of timing, not of mode.
+    assert plain_status["result"].pop("changes") and fast_status["result"].pop("changes")
     assert fast_status == plain_status
-    assert "result" in fast_status
 
 
 @pytest.mark.parametrize(

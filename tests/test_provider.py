@@ -27,6 +27,7 @@ from lsp_agent.provider import (
     to_anthropic,
 )
 from tests.fake_model import (
+    Error,
     ScriptedAnthropic,
     ScriptedModel,
     break_after,
@@ -544,6 +545,144 @@ async def test_a_server_that_cannot_stream_with_tools_gets_plain_requests_from_t
     assert "stream_options" not in model.requests[1]
     assert plain_chunks == ["Hel", "lo"]  # without tools, streaming still works
     assert second.usage.estimated is False
+
+
+# Models that cannot call tools
+
+
+def openai_error(status: int, message: str, kind: str = "invalid_request_error") -> Error:
+    """An error in the OpenAI shape, as Ollama, llama.cpp and vLLM send it."""
+    return error(status, {"error": {"message": message, "type": kind, "param": None, "code": None}})
+
+
+async def test_an_ollama_model_without_tools_is_named_and_a_model_that_can_is_suggested(
+    open_provider: Open,
+) -> None:
+    ollama = error(400, {"error": "registry.ollama.ai/library/gemma3:4b does not support tools"})
+    with ScriptedModel([ollama], models=("gemma3:4b",)) as model:
+        provider = open_provider(model.base_url, model="gemma3:4b")
+        with pytest.raises(ProviderError) as caught:
+            await ask(provider, tools=[READ_FILE])
+    message = caught.value.message
+    assert caught.value.status == 400
+    assert message.startswith(f"model 'gemma3:4b' at {model.base_url} cannot call tools")
+    assert "does not support tools" in message  # what the server said
+    assert "qwen2.5-coder:7b or llama3.1" in message
+    assert "ollama pull qwen2.5-coder:7b" in message and "lspAgent.model" in message
+    assert len(model.requests) == 1  # not retried, and not taken for a streaming refusal
+    assert model.requests[0]["stream"] is True
+
+
+async def test_llama_server_without_jinja_is_told_to_restart_with_it_not_retried(
+    open_provider: Open,
+) -> None:
+    # llama.cpp answers 500, a status that is otherwise worth retrying.
+    no_jinja = openai_error(500, "tools param requires --jinja flag", "server_error")
+    with ScriptedModel([no_jinja, reply("never")]) as model, pytest.raises(ProviderError) as caught:
+        await ask(open_provider(model.base_url), tools=[READ_FILE])
+    message = caught.value.message
+    assert message.startswith(f"model 'test-model' at {model.base_url} cannot call tools")
+    assert "restart llama-server with --jinja" in message
+    assert "qwen2.5-coder:7b" in message
+    assert len(model.requests) == 1
+
+
+async def test_vllm_without_tool_parsing_is_told_which_flags_to_start_with(
+    open_provider: Open,
+) -> None:
+    vllm = openai_error(
+        400,
+        '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set',
+    )
+    with ScriptedModel([vllm]) as model, pytest.raises(ProviderError) as caught:
+        await ask(open_provider(model.base_url), tools=[READ_FILE])
+    message = caught.value.message
+    assert "'test-model'" in message and "cannot call tools" in message
+    assert "restart vLLM with --enable-auto-tool-choice" in message
+    assert "--tool-call-parser" in message and "hermes" in message
+
+
+@pytest.mark.parametrize(
+    ("status", "said"),
+    [
+        (400, "tools is not supported in this model. For a list of supported models, refer to…"),
+        (404, "Unrecognized request argument supplied: tools"),
+        (404, "No endpoints found that support tool use."),
+        (400, "This model does not support function calling"),
+    ],
+)
+async def test_other_servers_refusing_tools_get_the_same_advice(
+    open_provider: Open, status: int, said: str
+) -> None:
+    with (
+        ScriptedModel([openai_error(status, said)]) as model,
+        pytest.raises(ProviderError) as caught,
+    ):
+        await ask(open_provider(model.base_url), tools=[READ_FILE])
+    message = caught.value.message
+    assert caught.value.status == status
+    assert message.startswith(f"model 'test-model' at {model.base_url} cannot call tools")
+    assert "set lspAgent.model or LSP_AGENT_MODEL to a model that can call tools" in message
+    assert "qwen2.5-coder:7b or llama3.1" in message
+    assert len(model.requests) == 1  # neither retried nor taken for a missing model
+
+
+async def test_a_streaming_fallback_that_also_fails_for_tools_gives_the_same_advice(
+    open_provider: Open,
+) -> None:
+    script = [refuse_stream_with_tools(), openai_error(400, "mistral does not support tools")]
+    with (
+        ScriptedModel(script, models=("mistral",)) as model,
+        pytest.raises(ProviderError) as caught,
+    ):
+        await ask(open_provider(model.base_url, model="mistral"), tools=[READ_FILE])
+    assert [request["stream"] for request in model.requests] == [True, False]
+    assert caught.value.message.startswith(f"model 'mistral' at {model.base_url} cannot call tools")
+
+
+async def test_stream_in_the_model_name_does_not_make_a_tools_refusal_a_streaming_one(
+    open_provider: Open,
+) -> None:
+    said = openai_error(400, "registry.ollama.ai/library/upstream-coder:1b does not support tools")
+    with (
+        ScriptedModel([said], models=("upstream-coder:1b",)) as model,
+        pytest.raises(ProviderError) as caught,
+    ):
+        await ask(open_provider(model.base_url, model="upstream-coder:1b"), tools=[READ_FILE])
+    assert "cannot call tools" in caught.value.message
+    assert len(model.requests) == 1
+
+
+async def test_a_400_about_tool_messages_is_not_taken_for_a_model_without_tools(
+    open_provider: Open,
+) -> None:
+    said = openai_error(400, "Invalid parameter: messages with role 'tool' must follow tool_calls")
+    with ScriptedModel([said]) as model, pytest.raises(ProviderError) as caught:
+        await ask(open_provider(model.base_url), tools=[READ_FILE])
+    assert "cannot call tools" not in caught.value.message
+    assert "rejected the request (400" in caught.value.message
+
+
+async def test_an_anthropic_style_endpoint_refusing_tools_names_the_model(
+    open_provider: Open,
+) -> None:
+    said = error(
+        400,
+        {
+            "type": "error",
+            "error": {
+                "type": "invalid_request_error",
+                "message": "qwen3:0.6b does not support tools",
+            },
+        },
+    )
+    with ScriptedAnthropic([said], models=("qwen3:0.6b",)) as model:
+        provider = open_provider(model.base_url, "qwen3:0.6b", None, "anthropic")
+        with pytest.raises(ProviderError) as caught:
+            await ask(provider, tools=[READ_FILE])
+    assert caught.value.message.startswith(f"model 'qwen3:0.6b' at {model.base_url}")
+    assert "cannot call tools" in caught.value.message
+    assert "qwen2.5-coder:7b" in caught.value.message
 
 
 # Cancellation
