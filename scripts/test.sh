@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs everything the tests need into .venv and runs the checks: ruff, mypy, pytest.
+# Installs everything the tests need into .venv and runs the checks: ruff, mypy, pytest, and the
+# VS Code extension's unit tests (npm test).
 # Usage: bash scripts/test.sh [pytest arguments]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,4 +37,10 @@ if [ "$status" -eq 5 ]; then
   echo "pytest collected no tests: that is a failure" >&2
   exit 1
 fi
+# The VS Code extension's unit tests (Node's test runner), in the build copy that
+# tests/test_vscode.py packages the extension from (.cache/vscode-extension/).
+echo "== npm test (editors/vscode)"
+unit=0
+.venv/bin/python -m tests.vscode_harness unit || unit=$?
+[ "$status" -ne 0 ] || status="$unit"
 exit "$status"

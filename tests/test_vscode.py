@@ -1,0 +1,192 @@
+"""The VS Code extension end to end, in a real VS Code: code-server driven by Playwright.
+
+The extension (`editors/vscode`) is built into a `.vsix` and installed into a code-server with its
+own user data; the user settings point it at the real server (`python -m lsp_agent serve`) and the
+scripted model on loopback. The test plays the user in Chromium: the command palette, the Ask
+input box, the streamed answer in the output panel, the diff review's Accept / Reject buttons. It
+then checks the files on disk and what the model was told.
+
+Building the extension and installing code-server are cached in `.cache/` (see
+tests/vscode_harness.py); cold, they take about a minute and a half. Node 20 and npm are required:
+without them the test fails, it never skips.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Page, sync_playwright
+
+from tests import vscode_harness as harness
+from tests.fake_model import ScriptedModel, reply, tool_call, tool_calls
+
+MEDIA = harness.EXTENSION / "media"
+# Set LSP_AGENT_TEST_SCREENSHOTS=1 to refresh the README's screenshots in editors/vscode/media/.
+SAVE_MEDIA = os.environ.get("LSP_AGENT_TEST_SCREENSHOTS") == "1"
+
+
+@dataclass(frozen=True)
+class Build:
+    code_server: Path
+    vsix: Path
+
+
+@pytest.fixture(scope="module")
+def build() -> Build:
+    """The packaged extension and code-server (both cached across runs)."""
+    try:
+        return Build(code_server=harness.install_code_server(), vsix=harness.build_vsix())
+    except harness.SetupError as error:
+        pytest.fail(str(error), pytrace=False)
+
+
+@dataclass
+class VSCode:
+    server: harness.CodeServer
+    workbench: harness.Workbench
+    page: Page
+    shots: Path
+
+
+@pytest.fixture
+def vscode(
+    build: Build,
+    workspace: Path,
+    model: ScriptedModel,
+    state_dir: Path,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    capsys: pytest.CaptureFixture[str],
+) -> Iterator[VSCode]:
+    """code-server with the extension, configured for the scripted model, open on `workspace`.
+
+    When the test fails: a screenshot in its tmp dir, and the tail of code-server's logs."""
+    failed_before = request.session.testsfailed
+    server = harness.CodeServer(build.code_server, tmp_path / "vscode")
+    try:
+        server.install_extension(build.vsix)
+        server.settings(
+            {
+                "lspAgent.server.command": [sys.executable, "-m", "lsp_agent", "serve"],
+                "lspAgent.baseUrl": model.base_url,
+                "lspAgent.model": "test-model",
+                "lspAgent.review": "diff",
+            }
+        )
+        with harness.diagnostics(server, None, tmp_path):
+            server.start(
+                {
+                    "LSP_AGENT_STATE_DIR": str(state_dir),
+                    "PYTHONPATH": str(harness.ROOT),  # the server from this checkout
+                    "PYTHONUNBUFFERED": "1",
+                }
+            )
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(
+                executable_path=str(harness.CHROMIUM),
+                args=harness.CHROMIUM_ARGS,
+                env=server.env(),  # Chromium's own HOME and XDG dirs too
+            )
+            try:
+                page = browser.new_page(viewport=harness.VIEWPORT)
+                workbench = harness.Workbench(page)
+                with harness.diagnostics(server, workbench, tmp_path):
+                    workbench.open(server.url, workspace)
+                yield VSCode(server, workbench, page, tmp_path)
+                if request.session.testsfailed > failed_before:
+                    with capsys.disabled():
+                        harness.report_failure(server, workbench, tmp_path)
+            finally:
+                browser.close()
+    finally:
+        strays = server.stop()
+    assert not strays, f"processes left code-server's process group: {strays}"
+
+
+def tool_results(request: dict[str, Any]) -> list[str]:
+    """The tool results the model was shown in one request, in order."""
+    return [m["content"] for m in request["messages"] if m["role"] == "tool"]
+
+
+def output_lines(page: Page) -> Any:
+    """The text lines of the editor in the Output panel."""
+    return page.locator(".part.panel .output-view .monaco-editor .view-lines")
+
+
+def review_button(page: Page, name: str) -> Any:
+    """An action in the editor title of the diff review, by its accessible name."""
+    return page.locator(f'.editor-actions .action-label[aria-label^="{name}"]').first
+
+
+@pytest.mark.timeout(900)  # the first test also builds the extension and installs code-server
+def test_ask_streams_the_answer_and_the_user_accepts_one_edit_and_rejects_another(
+    vscode: VSCode, model: ScriptedModel, workspace: Path
+) -> None:
+    (workspace / "settings.py").write_text("TIMEOUT = 30\n", encoding="utf-8")
+    model.add(
+        tool_calls(
+            [("read_file", {"path": "hello.py"}), ("read_file", {"path": "settings.py"})],
+            text="Let me read both files first.",
+        ),
+        tool_call("edit_file", {"path": "hello.py", "old": '"hello"', "new": '"hello, world"'}),
+        tool_call("edit_file", {"path": "settings.py", "old": "30", "new": "5"}),
+        reply("The greeting is friendlier now; the timeout stays at 30.", chunks=4),
+    )
+    page, workbench = vscode.page, vscode.workbench
+
+    # The extension is up and talks to the server: its status bar item shows the model.
+    page.locator(".part.statusbar", has_text="test-model").wait_for(state="visible")
+
+    workbench.run_command("LSP Agent: Ask…")
+    workbench.answer_input("make the greeting friendlier and shorten the timeout", "LSP Agent: Ask")
+
+    # The streamed text appears in the output panel while the turn runs.
+    output_lines(page).filter(has_text="Let me read both files first.").wait_for()
+
+    # First edit: the diff review of hello.py; the user accepts it.
+    page.locator(".tab", has_text="hello.py ↔ proposed").wait_for(state="visible")
+    page.locator(".monaco-diff-editor .modified", has_text='"hello, world"').wait_for()
+    accept = review_button(page, "Accept Edit")
+    accept.wait_for(state="visible")
+    review = vscode.shots / "review.png"
+    workbench.screenshot(review)
+    accept.click()
+
+    # Second edit: settings.py; the user rejects it with a reason.
+    page.locator(".tab", has_text="settings.py ↔ proposed").wait_for(state="visible")
+    page.locator(".monaco-diff-editor .modified", has_text="TIMEOUT = 5").wait_for()
+    review_button(page, "Reject Edit").click()
+    workbench.answer_input("keep the timeout at 30 seconds", "Reject Edit")
+
+    # The answer and the outcome in the output panel.
+    lines = output_lines(page)
+    lines.filter(has_text="the timeout stays at 30").wait_for()
+    lines.filter(has_text="_completed_").wait_for()
+    lines.filter(has_text="2 proposed, 1 applied, 1 rejected").wait_for()
+    page.locator(".tab", has_text="proposed").first.wait_for(state="detached")
+    workbench.run_command("View: Toggle Maximized Panel")  # the whole turn in one picture
+    lines.filter(has_text="Let me read both files first.").wait_for()
+    output = vscode.shots / "output.png"
+    workbench.screenshot(output)
+
+    # On disk: the accepted edit landed, the rejected one did not.
+    assert (workspace / "hello.py").read_text() == 'def greet():\n    return "hello, world"\n'
+    assert (workspace / "settings.py").read_text() == "TIMEOUT = 30\n"
+
+    # What the model was told: applied, then rejected with the user's reason.
+    assert model.remaining == 0, model.rejections
+    *_, after_accept = tool_results(model.requests[2])
+    assert "applied" in after_accept and "rejected" not in after_accept
+    *_, after_reject = tool_results(model.requests[3])
+    assert "rejected" in after_reject and "keep the timeout at 30 seconds" in after_reject
+
+    if SAVE_MEDIA:
+        MEDIA.mkdir(exist_ok=True)
+        for shot in (review, output):
+            (MEDIA / shot.name).write_bytes(shot.read_bytes())
