@@ -190,3 +190,73 @@ def test_ask_streams_the_answer_and_the_user_accepts_one_edit_and_rejects_anothe
         MEDIA.mkdir(exist_ok=True)
         for shot in (review, output):
             (MEDIA / shot.name).write_bytes(shot.read_bytes())
+
+
+LIMITS = [
+    "PORT = 8000",
+    "TIMEOUT = 30",
+    "RETRIES = 3",
+    "WORKERS = 4",
+    "BACKLOG = 128",
+    "MAX_BODY = 1024",
+    "CHUNK = 64",
+    "QUEUE = 16",
+    "IDLE = 300",
+    "KEEPALIVE = 5",
+    "LOG_LEVEL = 20",
+    "DEBUG = False",
+]
+
+
+def lines_text(lines: list[str]) -> str:
+    return "".join(line + "\n" for line in lines)
+
+
+@pytest.mark.timeout(900)  # run alone, it also builds the extension and installs code-server
+def test_the_user_reverts_one_hunk_in_the_review_and_the_model_hears_which(
+    vscode: VSCode, model: ScriptedModel, workspace: Path
+) -> None:
+    before = lines_text(LIMITS)
+    kept = before.replace("TIMEOUT = 30", "TIMEOUT = 60")  # the first hunk only
+    (workspace / "limits.py").write_text(before, encoding="utf-8")
+    # One edit_file whose old text spans lines 2-11: two hunks, nine unchanged lines apart.
+    old = lines_text(LIMITS[1:11]).rstrip("\n")
+    new = old.replace("TIMEOUT = 30", "TIMEOUT = 60").replace("LOG_LEVEL = 20", "LOG_LEVEL = 10")
+    model.add(
+        tool_call("read_file", {"path": "limits.py"}),
+        tool_call("edit_file", {"path": "limits.py", "old": old, "new": new}),
+        reply("The timeout is 60 seconds now; the log level stays at 20.", chunks=2),
+    )
+    page, workbench = vscode.page, vscode.workbench
+    page.locator(".part.statusbar", has_text="test-model").wait_for(state="visible")
+
+    workbench.run_command("LSP Agent: Ask…")
+    workbench.answer_input("raise the timeout and lower the log level", "LSP Agent: Ask")
+
+    # The review shows both changes on the proposed side.
+    page.locator(".tab", has_text="limits.py ↔ proposed").wait_for(state="visible")
+    modified = page.locator(".monaco-diff-editor .modified")
+    modified.filter(has_text="TIMEOUT = 60").filter(has_text="LOG_LEVEL = 10").wait_for()
+
+    # The user reverts the second hunk: the proposed side's whole text, retyped without it.
+    modified.locator(".view-lines").click()
+    page.keyboard.press("Control+A")
+    page.keyboard.insert_text(kept)
+    modified.filter(has_text="LOG_LEVEL = 10").wait_for(state="detached")
+    modified.filter(has_text="TIMEOUT = 60").filter(has_text="LOG_LEVEL = 20").wait_for()
+    review_button(page, "Accept Edit").click()
+
+    lines = output_lines(page)
+    lines.filter(has_text="_completed_").wait_for()
+    page.locator(".tab", has_text="proposed").first.wait_for(state="detached")
+
+    # On disk: the first change only.
+    path = workspace / "limits.py"
+    harness.wait_until(lambda: path.read_text() == kept, 30, "limits.py to hold the first hunk")
+
+    # What the model was told: which hunk landed and which the user took back.
+    assert model.remaining == 0, model.rejections
+    *_, after_accept = tool_results(model.requests[2])
+    assert "applied only part of your edit to limits.py (1 of 2 hunks as proposed)" in after_accept
+    assert "hunk 1 (line 2): accepted" in after_accept
+    assert "hunk 2 (line 11): rejected by the user" in after_accept
