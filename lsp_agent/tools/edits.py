@@ -170,12 +170,7 @@ def text_edits(before: str, after: str, encoding: str = "utf-16") -> list[TextEd
         return []
     a, b = _split_lines(before), _split_lines(after)
     # Equal head and tail lines are cut first: the line diff then only sees the changed middle.
-    head = 0
-    while head < min(len(a), len(b)) and a[head] == b[head]:
-        head += 1
-    tail = 0
-    while tail < min(len(a), len(b)) - head and a[-1 - tail] == b[-1 - tail]:
-        tail += 1
+    head, tail = _equal_ends(a, b)
     a_offsets, b_offsets = _line_offsets(a), _line_offsets(b)
     starts = _line_starts(before)
     edits: list[TextEdit] = []
@@ -196,6 +191,17 @@ def text_edits(before: str, after: str, encoding: str = "utf-16") -> list[TextEd
         end_line, end_character = _position(before, starts, end, encoding)
         edits.append(TextEdit(start_line, start_character, end_line, end_character, new_text))
     return edits
+
+
+def _equal_ends(a: Sequence[str], b: Sequence[str]) -> tuple[int, int]:
+    """How many leading, then trailing, lines `a` and `b` share (not overlapping)."""
+    head = 0
+    while head < min(len(a), len(b)) and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(a), len(b)) - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    return head, tail
 
 
 def _changed_lines(a: list[str], b: list[str]) -> list[tuple[int, int, int, int]]:
@@ -466,12 +472,7 @@ def _kept_lines(old_lines: list[str], new_lines: list[str]) -> dict[int, int]:
     """
     a = [plain_punctuation(line).rstrip() for line in old_lines]
     b = [plain_punctuation(line).rstrip() for line in new_lines]
-    head = 0
-    while head < min(len(a), len(b)) and a[head] == b[head]:
-        head += 1
-    tail = 0
-    while tail < min(len(a), len(b)) - head and a[-1 - tail] == b[-1 - tail]:
-        tail += 1
+    head, tail = _equal_ends(a, b)
     kept = {j: j for j in range(head)}
     kept.update({len(b) - 1 - k: len(a) - 1 - k for k in range(tail)})
     middle_a, middle_b = a[head : len(a) - tail], b[head : len(b) - tail]
