@@ -7,44 +7,18 @@ do when a request carries `tools` the model (or the server) cannot take.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from lsp_agent.agent import FAILED, Agent
 from lsp_agent.config import Settings
-from lsp_agent.port import Document, EditOutcome, EditProposal
 from lsp_agent.provider import make_provider
 from lsp_agent.session import SessionStore
 from lsp_agent.tools.workspace import Workspace
 from tests.fake_model import ScriptedModel, error, refuse_stream_with_tools
+from tests.test_agent import MemoryPort
 
 
-class QuietEditor:
-    """An editor port that records events; no edit ever reaches it in these stories."""
-
-    def __init__(self) -> None:
-        self.events: list[dict[str, Any]] = []
-        self.proposals: list[EditProposal] = []
-
-    async def read_document(self, path: Path) -> Document | None:
-        return None
-
-    async def propose_edit(self, proposal: EditProposal) -> EditOutcome:
-        self.proposals.append(proposal)
-        return EditOutcome(False, "not expected in this test")
-
-    async def ask_user(self, question: str, actions: Sequence[str]) -> str | None:
-        return None
-
-    def emit(self, event: dict[str, Any]) -> None:
-        self.events.append(event)
-
-    def log(self, message: str) -> None:
-        pass
-
-
-def agent_for(workspace: Path, model: ScriptedModel, name: str, port: QuietEditor) -> Agent:
+def agent_for(workspace: Path, model: ScriptedModel, name: str, port: MemoryPort) -> Agent:
     return Agent(
         Settings(base_url=model.base_url, model=name),
         Workspace(workspace),
@@ -55,7 +29,7 @@ def agent_for(workspace: Path, model: ScriptedModel, name: str, port: QuietEdito
 
 
 async def test_an_ollama_model_without_tools_ends_the_turn_with_advice(workspace: Path) -> None:
-    port = QuietEditor()
+    port = MemoryPort()
     refusal = error(400, {"error": "registry.ollama.ai/library/gemma3:4b does not support tools"})
     with ScriptedModel([refusal], models=("gemma3:4b",)) as model:
         result = await agent_for(workspace, model, "gemma3:4b", port).ask("rename greet")
@@ -78,7 +52,7 @@ async def test_llama_server_without_jinja_ends_the_turn_after_the_streaming_fall
 ) -> None:
     # An old llama-server refuses to stream with tools; asked again without streaming, it says
     # the real reason: it was started without --jinja.
-    port = QuietEditor()
+    port = MemoryPort()
     no_jinja = error(
         500,
         {"error": {"code": 500, "message": "tools param requires --jinja flag", "type": "x"}},
