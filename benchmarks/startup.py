@@ -8,7 +8,8 @@ Run: .venv/bin/python benchmarks/startup.py [runs] [--mode entry|boot|plain]
   entry  `python -m lsp_agent serve`, what editors launch (default)
   boot   the same command line with `cli._serve` swapped for `boot.serve_stdio` (what `entry`
          measures once cli.py uses the boot path)
-  plain  pygls on its own: `create_server().start_io()`, no boot path, no command line
+  plain  the server without the boot path: `connection.serve(create_server(), …)`, no command
+         line
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ COMMANDS = {
     "plain": [
         sys.executable,
         "-c",
-        "from lsp_agent.server import create_server; create_server().start_io()",
+        "import sys; from lsp_agent.connection import serve, end_process; "
+        "from lsp_agent.server import create_server; "
+        "end_process(serve(create_server(), sys.stdin.buffer, sys.stdout.buffer))",
     ],
 }
 

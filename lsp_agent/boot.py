@@ -69,11 +69,10 @@ def serve_stdio() -> int:
         stdout.flush()
         writer = io.BufferedWriter(DropResponse(stdout, response))
     importer.join()
+    from lsp_agent.connection import serve
     from lsp_agent.server import create_server  # re-raises here if the thread's import failed
 
-    server = create_server()
-    server.start_io(replay(consumed, stdin), writer)
-    return 0
+    return serve(create_server(), replay(consumed, stdin), writer)
 
 
 def _import_server() -> None:

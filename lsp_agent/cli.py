@@ -218,19 +218,36 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _serve(tcp: str | None) -> int:
+    """Serve one editor, then end the process (it never returns)."""
+    from lsp_agent.connection import end_process
+
     if tcp is None:
         # Answers `initialize` before pygls is imported (DESIGN §8): see lsp_agent/boot.py.
         from lsp_agent.boot import serve_stdio
 
-        return serve_stdio()
-    from lsp_agent.server import create_server
-
-    server = create_server()
+        end_process(serve_stdio())
     host, _, port = tcp.rpartition(":")
     if not host or not port.isdigit():
         raise UserError(f"--tcp wants HOST:PORT, e.g. 127.0.0.1:2087, not {tcp!r}")
-    server.start_tcp(host, int(port))
-    return 0
+    end_process(_serve_tcp(host, int(port)))
+
+
+def _serve_tcp(host: str, port: int) -> int:
+    """Listen on `host:port` and serve the first editor that connects."""
+    import socket
+
+    from lsp_agent.connection import serve
+    from lsp_agent.server import create_server
+
+    server = create_server()
+    try:
+        listener = socket.create_server((host, port))
+    except OSError as error:
+        raise UserError(f"cannot listen on {host}:{port}: {error.strerror}") from None
+    with listener:
+        connection, _ = listener.accept()
+    with connection, connection.makefile("rb") as reader, connection.makefile("wb") as writer:
+        return serve(server, reader, writer)
 
 
 def _workspace_dir(path: Path) -> Path:

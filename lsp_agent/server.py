@@ -81,6 +81,12 @@ class AgentProtocol(LanguageServerProtocol):
         _work_done_token.set(params.work_done_token)
         return await handler(*(params.arguments or []))
 
+    @lsp_method(types.EXIT)
+    def lsp_exit(self, *args: Any) -> None:  # type: ignore[override]
+        """The editor says goodbye: the connection's loop ends the process (`connection.py`),
+        with code 0 after `shutdown` and 1 without, as the specification wants."""
+        self._server.leave()
+
 
 class LspPort:
     """The agent core's `EditorPort`, spoken in LSP to the connected editor."""
@@ -273,6 +279,57 @@ class AgentServer(LanguageServer):
         """Background tasks, kept so none is garbage-collected or fails unseen."""
         self.progress_sessions: dict[types.ProgressToken, str] = {}
         """Session of each running turn's progress token, for `window/workDoneProgress/cancel`."""
+        self.left = asyncio.Event()
+        """Set when the editor has gone (`exit`, or the end of its input): time to end."""
+        self.exit_code = 1
+        """The process's exit code once `left` is set: 0 only after a `shutdown` request."""
+        self.shutdown_requested = False
+        """The editor sent `shutdown` (perhaps not answered yet)."""
+
+    def receive(self, message: Any) -> None:
+        """Handle one message from the editor (parsed JSON, or a `ParseError`)."""
+        from lsp_agent.connection import ParseError
+
+        if isinstance(message, ParseError):
+            log.error("lsp-agent: a message from the editor is not JSON: %s", message.detail)
+            self._send_error(None, -32700, f"Parse error: {message.detail}")
+            return
+        if isinstance(message, dict) and message.get("method") == types.SHUTDOWN:
+            # Clients often send `exit` without waiting for the answer to `shutdown`.
+            self.shutdown_requested = True
+        try:
+            structured = self.protocol.structure_message(message)
+        except JsonRpcException as error:
+            log.error("lsp-agent: cannot read a message from the editor: %s", error)
+            if _is_request(message):
+                self._send_error(message["id"], error.code, str(error))
+            return
+        try:
+            self.protocol.handle_message(structured)
+        except Exception:
+            log.exception("lsp-agent: cannot handle a message from the editor")
+            if _is_request(message):
+                self._send_error(message["id"], -32600, "Invalid Request")
+
+    def _send_error(self, msg_id: Any, code: int, message: str) -> None:
+        self.protocol._send_data(
+            {"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}}
+        )
+
+    def leave(self) -> None:
+        """The editor has gone (`exit`, or the end of its input): end the connection."""
+        if not self.left.is_set():
+            self.exit_code = 0 if self.shutdown_requested else 1
+            self.left.set()
+
+    async def close(self) -> None:
+        """Cancel turns and background work, stop watching: the connection is ending."""
+        for task in list(self.tasks):
+            task.cancel()
+        if self.agent is not None:
+            await self.agent.aclose()
+        if self.tracker is not None:
+            await self.tracker.stop()
 
     @property
     def position_encoding(self) -> str:
@@ -420,6 +477,10 @@ class AgentServer(LanguageServer):
         return self.agent
 
 
+def _is_request(message: Any) -> bool:
+    return isinstance(message, dict) and "id" in message and "method" in message
+
+
 def _provider(settings: Settings) -> Provider:
     from lsp_agent.provider import make_provider
 
@@ -549,11 +610,13 @@ def create_server() -> AgentServer:
     @ls.feature(types.SHUTDOWN)
     async def shutdown(params: None) -> None:
         """Cancel running turns so their transcripts record it, close the provider, stop
-        watching."""
-        if ls.agent is not None:
-            await ls.agent.aclose()
-        if ls.tracker is not None:
-            await ls.tracker.stop()
+        watching; answered within the exit grace whatever a task is doing."""
+        from lsp_agent.connection import EXIT_GRACE_S
+
+        try:
+            await asyncio.wait_for(ls.close(), EXIT_GRACE_S)
+        except asyncio.TimeoutError:
+            log.warning("lsp-agent: shutdown took longer than %.1f s; answering", EXIT_GRACE_S)
 
     @ls.command(names.ASK)
     async def ask(*arguments: Any) -> dict[str, Any]:

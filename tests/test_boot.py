@@ -32,8 +32,13 @@ from lsp_agent import boot, names
 from lsp_agent.server import create_server
 from tests.editor import server_env
 
-PLAIN = "from lsp_agent.server import create_server; create_server().start_io()"
-FAST = "from lsp_agent.boot import serve_stdio; raise SystemExit(serve_stdio())"
+PLAIN = (
+    "import sys; from lsp_agent.connection import serve, end_process; from lsp_agent.server import create_server; end_process(serve(create_server(), sys.stdin.buffer, sys.stdout.buffer))"
+)
+FAST = (
+    "from lsp_agent.boot import serve_stdio; from lsp_agent.connection import end_process; "
+    "end_process(serve_stdio())"
+)
 
 CLIENTS = ["visual-studio-code", "neovim", "neovim@v0.7.0", "neovim@v0.6.1", "emacs", "bare"]
 

@@ -1,0 +1,182 @@
+"""Serving one editor connection: frames in on a thread, handled on the loop, and an end on time.
+
+pygls' `start_io` is not used, for two reasons found from outside:
+
+- it ends through `asyncio.run`, whose teardown waits without bound: for every task (a `git`
+  subprocess cancelled while being created never finishes on CPython 3.11's unix loop) and for
+  every worker thread (one blocked reading the editor's pipe never returns). A server whose
+  editor left in its first second could live on for ever;
+- it swallows the `SystemExit` of `exit`, so `exit` without `shutdown` ended with code 0, where
+  the specification wants 1.
+
+Here the editor's messages are read by a daemon thread and handed to the loop; when the editor
+leaves (`exit`, or the end of its input), the server gets `EXIT_GRACE_S` to cancel turns and stop
+watching, and then the process ends, whatever a task or a thread is still doing: a watchdog timer
+makes sure of it even if the loop itself is stuck.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import sys
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn
+
+if TYPE_CHECKING:
+    from lsp_agent.server import AgentServer
+
+log = logging.getLogger(__name__)
+
+EXIT_GRACE_S = 2.0
+"""Once the editor has left: how long cleanup may take before the process ends regardless."""
+
+CLEANUP_SHARE = 0.6
+"""The share of the grace the server's own cleanup gets; the rest is for the loop's leftovers."""
+
+
+def serve(server: AgentServer, reader: BinaryIO, writer: BinaryIO) -> int:
+    """Serve one connection until `exit` or the end of input; returns the exit code.
+
+    The caller ends the process with `end_process(code)`: threads blocked on the editor's pipe
+    cannot be interrupted, and must not be waited for.
+    """
+    server.protocol.set_writer(_Writer(writer))
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        code = loop.run_until_complete(_serve(server, reader))
+        _finish_leftovers(loop, EXIT_GRACE_S * (1 - CLEANUP_SHARE))
+    except BaseException:  # an error of ours: log it, and still end (non-zero)
+        log.exception("lsp-agent: the server loop failed")
+        code = 1
+    return code
+
+
+async def _serve(server: AgentServer, reader: BinaryIO) -> int:
+    loop = asyncio.get_running_loop()
+    thread = threading.Thread(
+        target=_read_frames,
+        args=(reader, loop, server.receive, server.leave),
+        name="lsp-reader",
+        daemon=True,
+    )
+    thread.start()
+    await server.left.wait()
+    # From here on the process ends within EXIT_GRACE_S, whatever the loop is doing.
+    _start_watchdog(EXIT_GRACE_S, server.exit_code)
+    try:
+        await asyncio.wait_for(server.close(), EXIT_GRACE_S * CLEANUP_SHARE)
+    except asyncio.TimeoutError:
+        log.warning("lsp-agent: cleanup took longer than %.1f s; ending anyway", EXIT_GRACE_S)
+    except Exception:
+        log.exception("lsp-agent: cleanup failed; ending anyway")
+    return server.exit_code
+
+
+def _finish_leftovers(loop: asyncio.AbstractEventLoop, timeout: float) -> None:
+    """Cancel what still runs on the loop and give it `timeout` to notice; never more."""
+    pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    for task in pending:
+        task.cancel()
+    if pending:
+        loop.run_until_complete(asyncio.wait(pending, timeout=timeout))
+
+
+def end_process(code: int) -> NoReturn:
+    """End the process now with `code`, after flushing what it wrote.
+
+    `os._exit`, not `sys.exit`: the interpreter's exit would join worker threads, and one may be
+    blocked for ever on a pipe the editor never closes.
+    """
+    with contextlib.suppress(Exception):
+        logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
+def _start_watchdog(seconds: float, code: int) -> None:
+    timer = threading.Timer(seconds, _watchdog_fired, args=(code,))
+    timer.daemon = True
+    timer.name = "lsp-exit-watchdog"
+    timer.start()
+
+
+def _watchdog_fired(code: int) -> NoReturn:
+    with contextlib.suppress(Exception):
+        sys.stderr.write(
+            f"lsp-agent: still running {EXIT_GRACE_S:g} s after the editor left; ending now\n"
+        )
+    end_process(code)
+
+
+def _read_frames(
+    stream: BinaryIO,
+    loop: asyncio.AbstractEventLoop,
+    deliver: Callable[[Any], None],
+    leave: Callable[[], None],
+) -> None:
+    """The reader thread: each framed message, parsed, goes to `deliver` on the loop; the end of
+    input goes to `leave`."""
+    try:
+        while True:
+            body = read_frame(stream)
+            if body is None:
+                break
+            try:
+                message: Any = json.loads(body)
+            except (ValueError, RecursionError) as error:
+                message = ParseError(str(error))
+            loop.call_soon_threadsafe(deliver, message)
+    except Exception:  # the pipe broke: the editor is gone
+        log.exception("lsp-agent: reading the editor's messages failed")
+    with contextlib.suppress(RuntimeError):  # the loop is already closed
+        loop.call_soon_threadsafe(leave)
+
+
+class ParseError:
+    """A message whose body is not JSON."""
+
+    def __init__(self, detail: str) -> None:
+        self.detail = detail
+
+
+def read_frame(stream: BinaryIO) -> bytes | None:
+    """One message body, framed by `Content-Length` headers; None at the end of input."""
+    length: int | None = None
+    while True:
+        line = stream.readline()
+        if not line:
+            return None
+        if not line.strip():
+            if length is None:
+                continue  # a blank line between messages, or a frame without a length
+            break
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length" and value.strip().isdigit():
+            length = int(value.strip())
+    body = stream.read(length) if length else b""
+    if len(body) < length:
+        return None
+    return body
+
+
+class _Writer:
+    """pygls' writer interface over a binary stream: each message written and flushed."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self._stream = stream
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._stream.close()
+
+    def write(self, data: bytes) -> None:
+        self._stream.write(data)
+        self._stream.flush()
