@@ -33,7 +33,9 @@ from lsp_agent.server import create_server
 from tests.editor import server_env
 
 PLAIN = (
-    "import sys; from lsp_agent.connection import serve, end_process; from lsp_agent.server import create_server; end_process(serve(create_server(), sys.stdin.buffer, sys.stdout.buffer))"
+    "import sys; from lsp_agent.connection import serve, end_process; "
+    "from lsp_agent.server import create_server; "
+    "end_process(serve(create_server(), sys.stdin.buffer, sys.stdout.buffer))"
 )
 FAST = (
     "from lsp_agent.boot import serve_stdio; from lsp_agent.connection import end_process; "
