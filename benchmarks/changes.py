@@ -43,7 +43,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lsp_agent.changes import (
+from lsp_agent.changes.tracker import (
     ADDED,
     BRANCH,
     DELETED,

@@ -1,7 +1,7 @@
 """Process start → `initialize` answered, for `lsp-agent serve` over stdio (DESIGN §8: ≤ 0.5 s).
 
 Also prints start → first command answered (`lspAgent.status` right after `initialized`): the
-fast `initialize` of `lsp_agent/boot.py` must not just move the wait to the first command.
+fast `initialize` of `lsp_agent/lsp/boot.py` must not just move the wait to the first command.
 
 Run: .venv/bin/python benchmarks/startup.py [runs] [--mode entry|boot|plain]
 
@@ -30,14 +30,14 @@ COMMANDS = {
     "boot": [
         sys.executable,
         "-c",
-        "from lsp_agent import cli; from lsp_agent.boot import serve_stdio; "
+        "from lsp_agent.terminal import cli; from lsp_agent.lsp.boot import serve_stdio; "
         "cli._serve = lambda tcp: serve_stdio(); raise SystemExit(cli.main(['serve']))",
     ],
     "plain": [
         sys.executable,
         "-c",
-        "import sys; from lsp_agent.connection import serve, end_process; "
-        "from lsp_agent.server import create_server; "
+        "import sys; from lsp_agent.lsp.connection import serve, end_process; "
+        "from lsp_agent.lsp.server import create_server; "
         "end_process(serve(create_server(), sys.stdin.buffer, sys.stdout.buffer))",
     ],
 }

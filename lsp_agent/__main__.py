@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from lsp_agent.cli import main
+from lsp_agent.terminal.cli import main
 
 raise SystemExit(main())

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from lsp_agent.agent import Agent
+from lsp_agent.agent.sessions import Agent
 from lsp_agent.config import Settings
+from lsp_agent.model.provider import make_provider
 from lsp_agent.port import Document, EditOutcome, EditProposal
-from lsp_agent.provider import make_provider
-from lsp_agent.session import SessionStore
+from lsp_agent.session.store import SessionStore
 from lsp_agent.tools.workspace import Workspace
 from tests.fake_model import ScriptedModel, reply, tool_call
 

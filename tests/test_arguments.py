@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lsp_agent.arguments import ArgumentError, ask_arguments, session_argument
+from lsp_agent.lsp.arguments import ArgumentError, ask_arguments, session_argument
 
 
 def test_a_full_ask_is_parsed() -> None:

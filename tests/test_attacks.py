@@ -29,7 +29,7 @@ import pytest
 from lsp_agent.config import Settings
 from lsp_agent.context.cap import Spills
 from lsp_agent.port import Document, EditOutcome, EditProposal
-from lsp_agent.sandbox import Sandbox, probe
+from lsp_agent.safety.sandbox import Sandbox, probe
 from lsp_agent.tools.toolbox import Toolbox, ToolResult
 from lsp_agent.tools.workspace import Workspace
 from tests.processes import gone
@@ -405,7 +405,7 @@ import asyncio, json, resource, sys
 from pathlib import Path
 from lsp_agent.config import Settings
 from lsp_agent.context.cap import Spills
-from lsp_agent.sandbox import Sandbox
+from lsp_agent.safety.sandbox import Sandbox
 from lsp_agent.tools.toolbox import Toolbox
 from lsp_agent.tools.workspace import Workspace
 from tests.test_attacks import Port

@@ -1,4 +1,4 @@
-"""The fast `initialize` of `lsp_agent/boot.py`: the editor gets pygls' own answer, only sooner.
+"""The fast `initialize` of `lsp_agent/lsp/boot.py`: the editor gets pygls' own answer, only sooner.
 
 pygls is the oracle. Each client's `initialize` is answered by the boot module and by pygls (in
 this process, and as two real servers over stdio); the answers must be byte for byte the same.
@@ -28,17 +28,17 @@ from pygls.exceptions import JsonRpcException
 from pytest_lsp import client_capabilities
 from pytest_lsp.client import make_test_lsp_client
 
-from lsp_agent import boot, names
-from lsp_agent.server import create_server
+from lsp_agent.lsp import boot, names
+from lsp_agent.lsp.server import create_server
 from tests.editor import server_env
 
 PLAIN = (
-    "import sys; from lsp_agent.connection import serve, end_process; "
-    "from lsp_agent.server import create_server; "
+    "import sys; from lsp_agent.lsp.connection import serve, end_process; "
+    "from lsp_agent.lsp.server import create_server; "
     "end_process(serve(create_server(), sys.stdin.buffer, sys.stdout.buffer))"
 )
 FAST = (
-    "from lsp_agent.boot import serve_stdio; from lsp_agent.connection import end_process; "
+    "from lsp_agent.lsp.boot import serve_stdio; from lsp_agent.lsp.connection import end_process; "
     "end_process(serve_stdio())"
 )
 
@@ -392,7 +392,7 @@ def test_a_different_answer_from_pygls_is_logged_as_an_error(
     assert sent is not None
     error = {"jsonrpc": "2.0", "id": 1, "error": {"code": -32603, "message": "boom"}}
     drop, out = response_filter(sent)
-    with caplog.at_level(logging.ERROR, logger="lsp_agent.boot"):
+    with caplog.at_level(logging.ERROR, logger="lsp_agent.lsp.boot"):
         drop.write(boot.frame(error))
     assert out.getvalue() == b""
     assert "no longer matches" in caplog.text
@@ -548,10 +548,11 @@ def test_a_stray_print_while_the_server_loads_goes_to_stderr_not_to_the_editor(
     tmp_path: Path,
 ) -> None:
     noisy = (
-        "from lsp_agent import boot\n"
+        "from lsp_agent.lsp import boot\n"
+        "from lsp_agent.lsp.connection import end_process\n"
         "load = boot._import_server\n"
         "boot._import_server = lambda: (print('loading…'), load())\n"
-        "raise SystemExit(boot.serve_stdio())\n"
+        "end_process(boot.serve_stdio())\n"
     )
     written = session(noisy, [initialize({})], tmp_path)  # fails on anything but JSON-RPC
     assert len(responses_to(1, written)) == 1

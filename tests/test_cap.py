@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 from lsp_agent.config import Settings
 from lsp_agent.context.cap import Excerpt, Spills, clean, render
 from lsp_agent.port import Document, EditOutcome, EditProposal
-from lsp_agent.sandbox import Availability, Sandbox
+from lsp_agent.safety.sandbox import Availability, Sandbox
+from lsp_agent.safety.untrusted import mark_untrusted, neutralise
 from lsp_agent.tools.toolbox import Toolbox
 from lsp_agent.tools.workspace import Workspace
-from lsp_agent.untrusted import mark_untrusted, neutralise
 
 
 def test_an_embedded_closing_tag_cannot_end_the_wrapper_early() -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from lsp_agent.changes import (
+from lsp_agent.changes.tracker import (
     ADDED,
     AGENT,
     BRANCH,

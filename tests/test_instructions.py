@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from lsp_agent import instructions
-from lsp_agent.instructions import changed_note, fingerprint, read_instructions
+from lsp_agent.agent import instructions
+from lsp_agent.agent.instructions import changed_note, fingerprint, read_instructions
 
 
 @pytest.fixture

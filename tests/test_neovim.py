@@ -415,8 +415,8 @@ def test_lua_units(editor: Editor) -> None:
 
 
 def test_the_plugin_mirrors_the_servers_protocol_names() -> None:
-    """`protocol.lua` is the plugin's one copy of `lsp_agent/names.py`: they must agree."""
-    from lsp_agent import names
+    """`protocol.lua` is the plugin's one copy of `lsp_agent/lsp/names.py`: they must agree."""
+    from lsp_agent.lsp import names
 
     lua = (PLUGIN / "lua" / "lsp_agent" / "protocol.lua").read_text()
     mirrored = dict(re.findall(r'^M\.([A-Z_]+) = "([^"]+)"$', lua, flags=re.MULTILINE))

@@ -12,7 +12,8 @@ import pytest
 
 from lsp_agent.config import Settings
 from lsp_agent.context.cap import Spills
-from lsp_agent.permissions import (
+from lsp_agent.port import Document, EditOutcome, EditProposal
+from lsp_agent.safety.permissions import (
     ALLOW,
     ANSWERS,
     ASK,
@@ -23,8 +24,7 @@ from lsp_agent.permissions import (
     decide,
     decide_command,
 )
-from lsp_agent.port import Document, EditOutcome, EditProposal
-from lsp_agent.sandbox import Availability, Sandbox
+from lsp_agent.safety.sandbox import Availability, Sandbox
 from lsp_agent.tools.toolbox import Toolbox
 from lsp_agent.tools.workspace import Workspace
 
@@ -332,7 +332,7 @@ async def test_auto_approve_answers_for_sandboxed_commands_only(tmp_path: Path) 
 
 
 def test_yes_approves_edits_and_only_yes_commands_approves_commands() -> None:
-    from lsp_agent.cli import _auto_approved
+    from lsp_agent.terminal.cli import _auto_approved
 
     assert "bash" not in _auto_approved(yes=True, yes_commands=False)
     assert "edit_file" in _auto_approved(yes=True, yes_commands=False)

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from lsp_agent.provider import (
+from lsp_agent.model.provider import (
     AnthropicProvider,
     OpenAIProvider,
     Provider,

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from lsp_agent import sandbox as sandbox_module
 from lsp_agent.context.cap import Spills
 from lsp_agent.errors import ToolError
-from lsp_agent.sandbox import (
+from lsp_agent.safety import sandbox as sandbox_module
+from lsp_agent.safety.sandbox import (
     PROTECTED_DIRS,
     PROTECTED_FILES,
     Availability,

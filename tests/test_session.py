@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from lsp_agent.errors import UserError
-from lsp_agent.session import (
+from lsp_agent.session.store import (
     INTERRUPTED,
     STATE_DIR_ENV,
     InvalidSessionIdError,
@@ -412,7 +412,7 @@ CHILD = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from lsp_agent.session import SessionStore
+    from lsp_agent.session.store import SessionStore
 
     store = SessionStore(Path(sys.argv[1]), Path(sys.argv[2]))
     transcript = store.create()

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from lsp_agent.context.cap import Spills
-from lsp_agent.sandbox import Availability, Sandbox, probe
+from lsp_agent.safety.sandbox import Availability, Sandbox, probe
 from lsp_agent.tools.shell import run_command
 from tests.processes import gone, running
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lsp_agent.agent import FAILED, Agent
+from lsp_agent.agent.sessions import FAILED, Agent
 from lsp_agent.config import Settings
-from lsp_agent.provider import make_provider
-from lsp_agent.session import SessionStore
+from lsp_agent.model.provider import make_provider
+from lsp_agent.session.store import SessionStore
 from lsp_agent.tools.workspace import Workspace
 from tests.fake_model import ScriptedModel, error, refuse_stream_with_tools
 from tests.test_agent import MemoryPort

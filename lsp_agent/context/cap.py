@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from lsp_agent.untrusted import mark_untrusted
+from lsp_agent.safety.untrusted import mark_untrusted
 
 # ANSI colour and cursor sequences carry nothing the model can use.
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")

@@ -17,7 +17,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from lsp_agent.provider import Usage, estimate_tokens
+from lsp_agent.model.provider import Usage, estimate_tokens
 
 Message = dict[str, Any]
 """An OpenAI chat message, as the history stores it."""

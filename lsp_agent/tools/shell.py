@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from lsp_agent.context.cap import Excerpt, Spills
 from lsp_agent.errors import ToolError
-from lsp_agent.sandbox import Sandbox, command_env, shell
+from lsp_agent.safety.sandbox import Sandbox, command_env, shell
 from lsp_agent.tools.files import find_rg
 
 READ_CHUNK = 64 * 1024

@@ -19,12 +19,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from lsp_agent import permissions
 from lsp_agent.config import Settings
 from lsp_agent.context.cap import Excerpt, Spills, render
 from lsp_agent.errors import ToolError
 from lsp_agent.port import Document, EditorPort, EditOutcome, EditProposal, FileChange
-from lsp_agent.sandbox import Sandbox
+from lsp_agent.safety import permissions
+from lsp_agent.safety.sandbox import Sandbox
 from lsp_agent.tools import edits, files, patch, shell, syntax
 from lsp_agent.tools.outcome import hunk_outcomes
 from lsp_agent.tools.rebase import RebaseResult, rebase

@@ -1,5 +1,5 @@
 /**
- * Protocol names of the lsp-agent server, mirrored once from `lsp_agent/names.py`, and the shapes
+ * Protocol names of the lsp-agent server, mirrored once from `lsp_agent/lsp/names.py`, and the shapes
  * of what the server sends (DESIGN §3). Every other module takes these names from here.
  */
 

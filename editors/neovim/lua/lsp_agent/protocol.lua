@@ -1,4 +1,4 @@
---- Protocol names of the lsp-agent server, mirrored once from `lsp_agent/names.py`.
+--- Protocol names of the lsp-agent server, mirrored once from `lsp_agent/lsp/names.py`.
 ---
 --- Every other module takes these names from here; when the server renames something,
 --- this file is the one place to follow.

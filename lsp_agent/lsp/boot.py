@@ -33,11 +33,12 @@ import threading
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
-from lsp_agent import __version__, names
+from lsp_agent import __version__
+from lsp_agent.lsp import names
 
 log = logging.getLogger(__name__)
 
-SERVER_MODULE = "lsp_agent.server"
+SERVER_MODULE = "lsp_agent.lsp.server"
 
 # pygls' stdio reader accepts exactly this header line (`pygls.io_.run_async`); a message framed
 # any other way goes to pygls untouched, so it is handled as pygls always handled it.
@@ -69,8 +70,8 @@ def serve_stdio() -> int:
         stdout.flush()
         writer = io.BufferedWriter(DropResponse(stdout, response))
     importer.join()
-    from lsp_agent.connection import serve
-    from lsp_agent.server import create_server  # re-raises here if the thread's import failed
+    from lsp_agent.lsp.connection import serve
+    from lsp_agent.lsp.server import create_server  # re-raises here if the thread's import failed
 
     return serve(create_server(), replay(consumed, stdin), writer)
 
@@ -346,7 +347,7 @@ class DropResponse(io.RawIOBase):
         if body != self.sent:
             log.error(
                 "lsp-agent answered initialize with %s but pygls computed %s: the fast answer in "
-                "lsp_agent/boot.py no longer matches the server (tests/test_boot.py)",
+                "lsp_agent/lsp/boot.py no longer matches the server (tests/test_boot.py)",
                 json.dumps(self.sent),
                 json.dumps(body),
             )

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lsp_agent.agent.instructions import Instructions, changed_note, fingerprint, read_instructions
+from lsp_agent.agent.prompt import system_prompt
 from lsp_agent.config import Settings, require_model
 from lsp_agent.context.history import (
     ContextEvent,
@@ -27,10 +29,7 @@ from lsp_agent.context.history import (
 from lsp_agent.context.reminder import FileChangeSource, GitStatusChanges, reminder_message
 from lsp_agent.context.tokens import TokenMeter, request_bytes
 from lsp_agent.errors import UserError
-from lsp_agent.instructions import Instructions, changed_note, fingerprint, read_instructions
-from lsp_agent.port import Document, EditorPort
-from lsp_agent.prompt import system_prompt
-from lsp_agent.provider import (
+from lsp_agent.model.provider import (
     TOOL_MODELS,
     Provider,
     ProviderError,
@@ -39,8 +38,9 @@ from lsp_agent.provider import (
     Usage,
     estimate_tokens,
 )
-from lsp_agent.sandbox import Sandbox
-from lsp_agent.session import SessionStore, Transcript
+from lsp_agent.port import Document, EditorPort
+from lsp_agent.safety.sandbox import Sandbox
+from lsp_agent.session.store import SessionStore, Transcript
 from lsp_agent.tools.skills import SkillLocks, discover, prompt_section
 from lsp_agent.tools.stats import EditStats
 from lsp_agent.tools.textcalls import looks_like_tool_call, text_tool_call
@@ -56,7 +56,7 @@ from lsp_agent.tools.toolbox import (
 from lsp_agent.tools.workspace import Workspace
 
 if TYPE_CHECKING:
-    from lsp_agent.changes import ChangeTracker
+    from lsp_agent.changes.tracker import ChangeTracker
 
 COMPLETED = "completed"
 CANCELLED = "cancelled"
@@ -612,7 +612,7 @@ class Agent:
 
     def _changes(self, session_id: str) -> FileChangeSource:
         if self.tracker is not None:
-            from lsp_agent.changes import SessionChanges
+            from lsp_agent.changes.tracker import SessionChanges
 
             return SessionChanges(self.tracker, session_id)
         return GitStatusChanges(self.workspace.root)

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn
 
 if TYPE_CHECKING:
-    from lsp_agent.server import AgentServer
+    from lsp_agent.lsp.server import AgentServer
 
 log = logging.getLogger(__name__)
 

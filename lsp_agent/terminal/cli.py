@@ -219,11 +219,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _serve(tcp: str | None) -> int:
     """Serve one editor, then end the process (it never returns)."""
-    from lsp_agent.connection import end_process
+    from lsp_agent.lsp.connection import end_process
 
     if tcp is None:
-        # Answers `initialize` before pygls is imported (DESIGN §8): see lsp_agent/boot.py.
-        from lsp_agent.boot import serve_stdio
+        # Answers `initialize` before pygls is imported (DESIGN §8): see lsp_agent/lsp/boot.py.
+        from lsp_agent.lsp.boot import serve_stdio
 
         end_process(serve_stdio())
     host, _, port = tcp.rpartition(":")
@@ -236,8 +236,8 @@ def _serve_tcp(host: str, port: int) -> int:
     """Listen on `host:port` and serve the first editor that connects."""
     import socket
 
-    from lsp_agent.connection import serve
-    from lsp_agent.server import create_server
+    from lsp_agent.lsp.connection import serve
+    from lsp_agent.lsp.server import create_server
 
     server = create_server()
     try:
@@ -266,10 +266,10 @@ def _run(args: argparse.Namespace) -> int:
 async def _run_turn(
     root: Path, prompt: str, session_id: str | None, yes: bool, *, yes_commands: bool = False
 ) -> int:
-    from lsp_agent.agent import COMPLETED, FAILED, Agent
+    from lsp_agent.agent.sessions import COMPLETED, FAILED, Agent
     from lsp_agent.config import load_settings
-    from lsp_agent.provider import make_provider
-    from lsp_agent.session import SessionStore
+    from lsp_agent.model.provider import make_provider
+    from lsp_agent.session.store import SessionStore
     from lsp_agent.tools.workspace import Workspace
 
     settings, warnings = load_settings()
@@ -320,7 +320,7 @@ def _auto_approved(yes: bool, yes_commands: bool) -> frozenset[str]:
 
 async def _no_model_message(agent: Any) -> str:
     """Why no turn can run without a model, with what the endpoint offers when it answers."""
-    from lsp_agent.provider import ProviderError
+    from lsp_agent.model.provider import ProviderError
 
     base_url = agent.settings.base_url
     try:
@@ -337,7 +337,7 @@ async def _no_model_message(agent: Any) -> str:
 
 
 def _sessions(workspace: Path) -> int:
-    from lsp_agent.session import SessionStore
+    from lsp_agent.session.store import SessionStore
 
     root = _workspace_dir(workspace)
     listed = SessionStore(root).list()
@@ -351,7 +351,7 @@ def _sessions(workspace: Path) -> int:
 
 async def _doctor() -> int:
     from lsp_agent.config import load_settings
-    from lsp_agent.provider import ProviderError, make_provider
+    from lsp_agent.model.provider import ProviderError, make_provider
 
     failures = 0
 
@@ -371,7 +371,7 @@ async def _doctor() -> int:
         line("ripgrep", True, f"{_version([rg, '--version'])} ({rg})")
     except Exception as error:
         line("ripgrep", False, str(error))
-    from lsp_agent.sandbox import probe
+    from lsp_agent.safety.sandbox import probe
 
     sandbox = probe()
     if sandbox.sandboxed:

@@ -21,30 +21,31 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol, lsp_method
 from pygls.uris import to_fs_path
 
-from lsp_agent import __version__, names
-from lsp_agent.arguments import (
+from lsp_agent import __version__
+from lsp_agent.config import Settings, load_settings
+from lsp_agent.errors import ToolError, UserError
+from lsp_agent.lsp import names
+from lsp_agent.lsp.arguments import (
     ArgumentError,
     Range,
     ask_arguments,
     session_argument,
     single_object,
 )
-from lsp_agent.config import Settings, load_settings
-from lsp_agent.errors import ToolError, UserError
 from lsp_agent.port import Document, EditOutcome, EditProposal
 from lsp_agent.tools import edits
 from lsp_agent.tools.stats import combined
 
 if TYPE_CHECKING:
-    from lsp_agent.agent import Agent, Selection
-    from lsp_agent.changes import ChangeTracker
-    from lsp_agent.provider import Provider
-    from lsp_agent.sandbox import Availability
+    from lsp_agent.agent.sessions import Agent, Selection
+    from lsp_agent.changes.tracker import ChangeTracker
+    from lsp_agent.model.provider import Provider
+    from lsp_agent.safety.sandbox import Availability
 
 # The agent stack (httpx, the loop, the tools) is imported when the first command needs it, and
 # warmed up in a thread after `initialized`: `initialize` must be answered fast (DESIGN §8), and
 # lsprotocol alone costs a third of a second to import.
-AGENT_MODULES = ("lsp_agent.agent", "lsp_agent.provider", "lsp_agent.session")
+AGENT_MODULES = ("lsp_agent.agent.sessions", "lsp_agent.model.provider", "lsp_agent.session.store")
 
 log = logging.getLogger(__name__)
 
@@ -288,7 +289,7 @@ class AgentServer(LanguageServer):
 
     def receive(self, message: Any) -> None:
         """Handle one message from the editor (parsed JSON, or a `ParseError`)."""
-        from lsp_agent.connection import ParseError
+        from lsp_agent.lsp.connection import ParseError
 
         if isinstance(message, ParseError):
             log.error("lsp-agent: a message from the editor is not JSON: %s", message.detail)
@@ -434,7 +435,7 @@ class AgentServer(LanguageServer):
         """Start the change tracker on the workspace folder (after `initialized`)."""
         try:
             root = self.workspace_root()
-            changes = await asyncio.to_thread(importlib.import_module, "lsp_agent.changes")
+            changes = await asyncio.to_thread(importlib.import_module, "lsp_agent.changes.tracker")
             self.tracker = changes.ChangeTracker(root, log_line=self.port.log)
         except UserError:
             return  # no folder: no agent either, and `ask` says so
@@ -458,8 +459,8 @@ class AgentServer(LanguageServer):
         await self.settings_ready.wait()
         await self.tracker_made.wait()
         if self.agent is None:
-            from lsp_agent.agent import Agent
-            from lsp_agent.session import SessionStore
+            from lsp_agent.agent.sessions import Agent
+            from lsp_agent.session.store import SessionStore
             from lsp_agent.tools.workspace import Workspace
 
             settings, _ = load_settings(self.editor_settings)
@@ -482,7 +483,7 @@ def _is_request(message: Any) -> bool:
 
 
 def _provider(settings: Settings) -> Provider:
-    from lsp_agent.provider import make_provider
+    from lsp_agent.model.provider import make_provider
 
     return make_provider(
         settings.provider, settings.base_url, settings.model or "", settings.api_key
@@ -520,7 +521,7 @@ def selection_of(text: str, range_: Range, encoding: str, path: Path) -> Selecti
         before = sum(len(x) for x in lines[:line])
         return before + _column_index(lines[line], character, encoding)
 
-    from lsp_agent.agent import Selection
+    from lsp_agent.agent.sessions import Selection
 
     start = offset(range_.start.line, range_.start.character)
     end = offset(range_.end.line, range_.end.character)
@@ -611,7 +612,7 @@ def create_server() -> AgentServer:
     async def shutdown(params: None) -> None:
         """Cancel running turns so their transcripts record it, close the provider, stop
         watching; answered within the exit grace whatever a task is doing."""
-        from lsp_agent.connection import EXIT_GRACE_S
+        from lsp_agent.lsp.connection import EXIT_GRACE_S
 
         try:
             await asyncio.wait_for(ls.close(), EXIT_GRACE_S)
@@ -726,7 +727,7 @@ def _tracker_status(tracker: ChangeTracker | None) -> dict[str, Any]:
 def _sandbox_availability(agent: Agent | None) -> Availability:
     if agent is not None:
         return agent.sandbox.availability
-    from lsp_agent.sandbox import probe
+    from lsp_agent.safety.sandbox import probe
 
     return probe()
 
@@ -734,7 +735,7 @@ def _sandbox_availability(agent: Agent | None) -> Availability:
 async def _warm_up() -> None:
     for module in AGENT_MODULES:
         await asyncio.to_thread(importlib.import_module, module)
-    from lsp_agent.sandbox import probe
+    from lsp_agent.safety.sandbox import probe
 
     await asyncio.to_thread(probe)
 
@@ -758,7 +759,7 @@ async def _selection(
     except ToolError as error:
         raise JsonRpcInvalidParams.of(ValueError(f"uri: {error.message}")) from None
     if range_ is None:
-        from lsp_agent.agent import Selection
+        from lsp_agent.agent.sessions import Selection
 
         return Selection(path)
     return selection_of(document.text, range_, ls.position_encoding, path)

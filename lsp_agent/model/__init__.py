@@ -1,0 +1,1 @@
+"""Model endpoints: OpenAI-compatible chat completions and Anthropic Messages, streamed."""

@@ -1,0 +1,1 @@
+"""Sessions on disk: append-only JSONL transcripts, and finding and resuming them."""

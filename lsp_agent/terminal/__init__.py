@@ -1,0 +1,1 @@
+"""The terminal adapter: the command line, `lsp-agent run`'s port, and `doctor`."""
