@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from lsp_agent.tools.edits import TextEdit, apply_text_edits, plan_edit, text_edits
+from lsp_agent.lsp.positions import TextEdit, apply_text_edits, text_edits
+from lsp_agent.tools.edits import plan_edit
 
 BOM = "\ufeff"
 LSP_EOL = re.compile(r"\r\n|\r|\n")

@@ -9,15 +9,9 @@ from hypothesis import assume, event, example, given, settings
 from hypothesis import strategies as st
 
 from lsp_agent.errors import ToolError
-from lsp_agent.tools.edits import (
-    ENCODINGS,
-    TextEdit,
-    apply_text_edits,
-    plain_punctuation,
-    plan_edit,
-    text_edits,
-    unified_diff,
-)
+from lsp_agent.lsp.positions import ENCODINGS, TextEdit, apply_text_edits, text_edits
+from lsp_agent.text import unified_diff
+from lsp_agent.tools.edits import plain_punctuation, plan_edit
 
 LSP_EOL = re.compile(r"\r\n|\r|\n")
 

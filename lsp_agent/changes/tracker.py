@@ -74,7 +74,7 @@ from watchdog.events import (
 from watchdog.observers.api import BaseObserver
 from watchdog.observers.polling import PollingObserverVFS
 
-from lsp_agent.tools.edits import unified_diff
+from lsp_agent.text import unified_diff
 
 log = logging.getLogger(__name__)
 

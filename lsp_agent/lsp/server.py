@@ -24,7 +24,7 @@ from pygls.uris import to_fs_path
 from lsp_agent import __version__
 from lsp_agent.config import Settings, load_settings
 from lsp_agent.errors import ToolError, UserError
-from lsp_agent.lsp import names
+from lsp_agent.lsp import names, positions
 from lsp_agent.lsp.arguments import (
     ArgumentError,
     Range,
@@ -33,7 +33,6 @@ from lsp_agent.lsp.arguments import (
     single_object,
 )
 from lsp_agent.port import Document, EditOutcome, EditProposal
-from lsp_agent.tools import edits
 from lsp_agent.tools.stats import combined
 
 if TYPE_CHECKING:
@@ -176,7 +175,7 @@ class LspPort:
                 continue
             planned = [
                 _text_edit(e, annotated)
-                for e in edits.text_edits(change.before or "", change.after, encoding)
+                for e in positions.text_edits(change.before or "", change.after, encoding)
             ]
             if server.supports_document_changes:
                 if change.before is None and server.supports_create:
@@ -499,7 +498,9 @@ def _plain_edit(edit: types.TextEdit | types.AnnotatedTextEdit) -> types.TextEdi
     return types.TextEdit(range=edit.range, new_text=edit.new_text)
 
 
-def _text_edit(edit: edits.TextEdit, annotated: bool) -> types.TextEdit | types.AnnotatedTextEdit:
+def _text_edit(
+    edit: positions.TextEdit, annotated: bool
+) -> types.TextEdit | types.AnnotatedTextEdit:
     range_ = types.Range(
         start=types.Position(line=edit.start_line, character=edit.start_character),
         end=types.Position(line=edit.end_line, character=edit.end_character),
@@ -513,34 +514,13 @@ def _text_edit(edit: edits.TextEdit, annotated: bool) -> types.TextEdit | types.
 
 def selection_of(text: str, range_: Range, encoding: str, path: Path) -> Selection:
     """The selected text and its 1-based lines, from a range in the negotiated encoding."""
-    lines = text.splitlines(keepends=True) or [""]
-
-    def offset(line: int, character: int) -> int:
-        if line >= len(lines):
-            return sum(len(x) for x in lines)
-        before = sum(len(x) for x in lines[:line])
-        return before + _column_index(lines[line], character, encoding)
-
     from lsp_agent.agent.sessions import Selection
 
-    start = offset(range_.start.line, range_.start.character)
-    end = offset(range_.end.line, range_.end.character)
-    return Selection(path, range_.start.line + 1, range_.end.line + 1, text[start:end])
-
-
-def _column_index(line: str, character: int, encoding: str) -> int:
-    """The string index of an LSP column, counted in the encoding's code units."""
-    units = 0
-    for index, char in enumerate(line):
-        if units >= character or char in "\r\n":
-            return index
-        if encoding == "utf-8":
-            units += len(char.encode("utf-8"))
-        elif encoding == "utf-16":
-            units += 2 if ord(char) > 0xFFFF else 1
-        else:
-            units += 1
-    return len(line.rstrip("\r\n"))
+    start, end = range_.start, range_.end
+    selected = positions.text_range(
+        text, (start.line, start.character), (end.line, end.character), encoding
+    )
+    return Selection(path, start.line + 1, end.line + 1, selected)
 
 
 def create_server() -> AgentServer:

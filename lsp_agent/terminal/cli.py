@@ -44,7 +44,7 @@ class TerminalPort:
         return None  # no editor buffers: everything is read from disk
 
     async def propose_edit(self, proposal: EditProposal) -> EditOutcome:
-        from lsp_agent.tools.edits import unified_diff
+        from lsp_agent.text import unified_diff
 
         self._end_line()
         for change in proposal.changes:

@@ -1,30 +1,32 @@
-"""From the model's `edit_file(path, old, new)` to the text edits an editor previews.
+"""The model's `edit_file(path, old, new)`: the file's new text.
 
 `plan_edit` computes a file's new text: `old` must occur exactly once, and line endings,
 indentation and typographic punctuation are forgiven only when that still leaves exactly one
-place (`plain_punctuation` is the punctuation rule, shared with `apply_patch`). `text_edits` turns a
-(before, after) pair into the minimal LSP text edits, in any LSP position encoding;
-`apply_text_edits` applies such edits as an editor does; `unified_diff` shows a change to the
-user or the model. Everything here is pure: no I/O, no pygls.
+place (`plain_punctuation` is the punctuation rule, shared with `apply_patch`). The editor gets it
+as minimal text edits (`lsp_agent.lsp.positions`). Everything here is pure: no I/O, no pygls.
 """
 
 from __future__ import annotations
 
 import bisect
 import difflib
-import itertools
 import math
 import re
 import unicodedata
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 
 from lsp_agent.errors import ToolError
+from lsp_agent.text import (
+    EOL,
+    changed_lines,
+    equal_ends,
+    inside_crlf,
+    line_content,
+    line_offsets,
+    line_starts,
+    split_lines,
+)
 
-ENCODINGS = ("utf-8", "utf-16", "utf-32")
-"""The LSP position encodings (`PositionEncodingKind`) understood here."""
-
-_EOL = re.compile(r"\r\n|\r|\n")
 _LONE_LF = re.compile(r"(?<!\r)\n")
 _LONE_CR = re.compile(r"\r(?!\n)")
 
@@ -60,21 +62,6 @@ def plain_punctuation(text: str) -> str:
     comes last, so a base letter and its accent compose even when a zero-width space split them.
     """
     return unicodedata.normalize("NFC", text.translate(_PUNCTUATION))
-
-
-@dataclass(frozen=True)
-class TextEdit:
-    """Replace the range [start, end) of the original text by `new_text`.
-
-    Lines are 0-based and split like LSP (`\\n`, `\\r\\n`, lone `\\r`); characters are counted in
-    the position encoding the edit was computed for.
-    """
-
-    start_line: int
-    start_character: int
-    end_line: int
-    end_character: int
-    new_text: str
 
 
 def plan_edit(text: str, old: str, new: str, *, path: str = "the file") -> str:
@@ -120,9 +107,9 @@ def plan_edit(text: str, old: str, new: str, *, path: str = "the file") -> str:
                 raise _ambiguous(text, found, path, how=f"once its line endings are made {name}")
 
     if old.strip():
-        lines = _split_lines(text)
-        contents = [_content(line) for line in lines]
-        old_lines = _EOL.split(old)
+        lines = split_lines(text)
+        contents = [line_content(line) for line in lines]
+        old_lines = EOL.split(old)
         old_ends_with_eol = len(old_lines) > 1 and old_lines[-1] == ""
         if old_ends_with_eol:
             old_lines.pop()
@@ -152,160 +139,10 @@ def plan_edit(text: str, old: str, new: str, *, path: str = "the file") -> str:
                     keep_unchanged=keep,
                 )
             if matches:
-                offsets = _line_offsets(lines)
+                offsets = line_offsets(lines)
                 raise _ambiguous(text, [offsets[i] for i in matches], path, how=how)
 
     raise _not_found(text, old, path)
-
-
-def text_edits(before: str, after: str, encoding: str = "utf-16") -> list[TextEdit]:
-    """The minimal edits that turn `before` into `after`, sorted and non-overlapping.
-
-    A line diff finds the changed hunks; inside each hunk the common prefix and suffix are left
-    out, so a change in the middle of a line is a small edit. Positions are in the LSP position
-    `encoding` ("utf-16", "utf-8" or "utf-32") and never fall inside a CRLF pair or a character.
-    """
-    _check_encoding(encoding)
-    if before == after:
-        return []
-    a, b = _split_lines(before), _split_lines(after)
-    # Equal head and tail lines are cut first: the line diff then only sees the changed middle.
-    head, tail = _equal_ends(a, b)
-    a_offsets, b_offsets = _line_offsets(a), _line_offsets(b)
-    starts = _line_starts(before)
-    edits: list[TextEdit] = []
-    for i1, i2, j1, j2 in _changed_lines(a[head : len(a) - tail], b[head : len(b) - tail]):
-        start, end = a_offsets[head + i1], a_offsets[head + i2]
-        new_start, new_end = b_offsets[head + j1], b_offsets[head + j2]
-        prefix = _common_prefix(before, start, end, after, new_start, new_end)
-        if _inside_crlf(before, start + prefix):
-            prefix -= 1
-        suffix = _common_suffix(before, start + prefix, end, after, new_start + prefix, new_end)
-        if _inside_crlf(before, end - suffix):
-            suffix -= 1
-        start, end = start + prefix, end - suffix
-        new_text = after[new_start + prefix : new_end - suffix]
-        if start == end and not new_text:
-            continue
-        start_line, start_character = _position(before, starts, start, encoding)
-        end_line, end_character = _position(before, starts, end, encoding)
-        edits.append(TextEdit(start_line, start_character, end_line, end_character, new_text))
-    return edits
-
-
-def _equal_ends(a: Sequence[str], b: Sequence[str]) -> tuple[int, int]:
-    """How many leading, then trailing, lines `a` and `b` share (not overlapping)."""
-    head = 0
-    while head < min(len(a), len(b)) and a[head] == b[head]:
-        head += 1
-    tail = 0
-    while tail < min(len(a), len(b)) - head and a[-1 - tail] == b[-1 - tail]:
-        tail += 1
-    return head, tail
-
-
-def _changed_lines(a: list[str], b: list[str]) -> list[tuple[int, int, int, int]]:
-    """The line ranges (a[i1:i2] becomes b[j1:j2]) that differ, in order.
-
-    Lines found exactly once on each side are matched first (as patience diff does) and
-    SequenceMatcher runs only between them: on a long stretch full of repeated lines (blank
-    lines, closing braces) SequenceMatcher takes time quadratic in its length.
-    """
-    changed: list[tuple[int, int, int, int]] = []
-    prev_i = prev_j = 0
-    for i, j in [*unique_anchors(a, b), (len(a), len(b))]:
-        if prev_i < i or prev_j < j:
-            matcher = difflib.SequenceMatcher(None, a[prev_i:i], b[prev_j:j], autojunk=False)
-            for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-                if tag != "equal":
-                    changed.append((prev_i + i1, prev_i + i2, prev_j + j1, prev_j + j2))
-        prev_i, prev_j = i + 1, j + 1
-    return changed
-
-
-def unique_anchors(a: Sequence[str], b: Sequence[str]) -> list[tuple[int, int]]:
-    """Pairs (i, j) with a[i] == b[j] unique on both sides, the longest run increasing in both."""
-    count_a: dict[str, int] = {}
-    for line in a:
-        count_a[line] = count_a.get(line, 0) + 1
-    count_b: dict[str, int] = {}
-    where_b: dict[str, int] = {}
-    for j, line in enumerate(b):
-        count_b[line] = count_b.get(line, 0) + 1
-        where_b[line] = j
-    pairs = [
-        (i, where_b[line])
-        for i, line in enumerate(a)
-        if count_a[line] == 1 and count_b.get(line) == 1
-    ]
-    # Longest increasing subsequence of the j's (patience sorting), O(k log k).
-    tops: list[int] = []
-    top_index: list[int] = []
-    back: list[int] = []
-    for k, (_, j) in enumerate(pairs):
-        pile = bisect.bisect_left(tops, j)
-        back.append(top_index[pile - 1] if pile else -1)
-        if pile == len(tops):
-            tops.append(j)
-            top_index.append(k)
-        else:
-            tops[pile] = j
-            top_index[pile] = k
-    chain: list[tuple[int, int]] = []
-    k = top_index[-1] if top_index else -1
-    while k >= 0:
-        chain.append(pairs[k])
-        k = back[k]
-    chain.reverse()
-    return chain
-
-
-def apply_text_edits(text: str, edits: Sequence[TextEdit], encoding: str = "utf-16") -> str:
-    """Apply `edits` (all positions refer to `text`) the way an editor does.
-
-    A character past the end of its line means the end of that line, a line past the end of the
-    text means its end. Inserts at the same position keep their order. Raises `ValueError` for
-    overlapping edits, a range that ends before it starts, or a position inside a character (such
-    as between the two halves of a UTF-16 surrogate pair).
-    """
-    _check_encoding(encoding)
-    starts = _line_starts(text)
-    spans: list[tuple[int, int, int, str]] = []
-    for order, edit in enumerate(edits):
-        start = _offset(text, starts, edit.start_line, edit.start_character, encoding)
-        end = _offset(text, starts, edit.end_line, edit.end_character, encoding)
-        if end < start:
-            raise ValueError(f"edit {order} ends before it starts: {edit}")
-        spans.append((start, end, order, edit.new_text))
-    spans.sort(key=lambda span: span[:3])
-    pieces: list[str] = []
-    cursor = 0
-    for start, end, order, new_text in spans:
-        if start < cursor:
-            raise ValueError(f"edit {order} overlaps an earlier edit")
-        pieces.append(text[cursor:start])
-        pieces.append(new_text)
-        cursor = end
-    pieces.append(text[cursor:])
-    return "".join(pieces)
-
-
-def unified_diff(path: str, before: str, after: str) -> str:
-    """A `git diff`-style unified diff of one file (a/ and b/ headers, 3 lines of context).
-
-    Empty when nothing changed. A last line without a newline is followed by
-    `\\ No newline at end of file`, as git and patch expect.
-    """
-    if before == after:
-        return ""
-    out: list[str] = []
-    for line in difflib.unified_diff(
-        _split_lf(before), _split_lf(after), f"a/{path}", f"b/{path}", n=3
-    ):
-        out.append(line)
-        if not line.endswith("\n"):
-            out.append("\n\\ No newline at end of file\n")
-    return "".join(out)
 
 
 def _occurrences(text: str, needle: str) -> list[int]:
@@ -318,7 +155,7 @@ def _occurrences(text: str, needle: str) -> list[int]:
     found: list[int] = []
     at = text.find(needle)
     while at >= 0:
-        if not (_inside_crlf(text, at) or _inside_crlf(text, at + len(needle))):
+        if not (inside_crlf(text, at) or inside_crlf(text, at + len(needle))):
             found.append(at)
         at = text.find(needle, at + 1)
     return found
@@ -348,7 +185,7 @@ def _with_local_eol(new: str, old: str, text: str, start: int, end: int) -> str:
 
 def _eol_near(text: str, start: int, end: int) -> str:
     """The line ending after `end`, or else the last one before `start`; LF in a one-line text."""
-    match = _EOL.search(text, end)
+    match = EOL.search(text, end)
     if match:
         return match.group()
     last = max(text.rfind("\n", 0, start), text.rfind("\r", 0, start))
@@ -357,46 +194,6 @@ def _eol_near(text: str, start: int, end: int) -> str:
     if text[last] == "\r":
         return "\r\n" if text.startswith("\n", last + 1) else "\r"
     return "\r\n" if last > 0 and text[last - 1] == "\r" else "\n"
-
-
-def _split_lines(text: str) -> list[str]:
-    """Lines with their terminators, split on `\\n`, `\\r\\n` and lone `\\r` as LSP does."""
-    starts = _line_starts(text)
-    lines = [text[a:b] for a, b in itertools.pairwise(starts)]
-    if starts[-1] < len(text):
-        lines.append(text[starts[-1] :])
-    return lines
-
-
-def _split_lf(text: str) -> list[str]:
-    """Lines with their terminators, split on `\\n` only (as git does)."""
-    pieces = text.split("\n")
-    lines = [piece + "\n" for piece in pieces[:-1]]
-    if pieces[-1]:
-        lines.append(pieces[-1])
-    return lines
-
-
-def _line_starts(text: str) -> list[int]:
-    """Where each LSP line starts; a text ending in a line break has an empty last line."""
-    return [0, *(match.end() for match in _EOL.finditer(text))]
-
-
-def _line_offsets(lines: Sequence[str]) -> list[int]:
-    """Offsets of the start of each line, plus the end of the text."""
-    offsets = [0]
-    for line in lines:
-        offsets.append(offsets[-1] + len(line))
-    return offsets
-
-
-def _content(line: str) -> str:
-    """A line without its terminator."""
-    if line.endswith("\r\n"):
-        return line[:-2]
-    if line.endswith(("\n", "\r")):
-        return line[:-1]
-    return line
 
 
 def _line_matches(
@@ -435,21 +232,21 @@ def _replace_lines(
     file's own lines (see `_kept_lines`).
     """
     region = lines[first : first + len(old_lines)]
-    start = _line_offsets(lines)[first]
-    last_eol = region[-1][len(_content(region[-1])) :]
+    start = line_offsets(lines)[first]
+    last_eol = region[-1][len(line_content(region[-1])) :]
     end = start + sum(len(line) for line in region)
     if not old_ends_with_eol:
         end -= len(last_eol)
     eol = next(
-        (line[len(_content(line)) :] for line in region if line != _content(line)),
+        (line[len(line_content(line)) :] for line in region if line != line_content(line)),
         _eol_near(text, start, end),
     )
-    new_lines = _EOL.split(new)
+    new_lines = EOL.split(new)
     new_ends_with_eol = len(new_lines) > 1 and new_lines[-1] == ""
     if new_ends_with_eol:
         new_lines.pop()
     model_lines = new_lines
-    region_contents = [_content(line) for line in region]
+    region_contents = [line_content(line) for line in region]
     if reindent:
         new_lines = _reindent(new_lines, old_lines, region_contents, lines)
     if keep_unchanged:
@@ -472,13 +269,13 @@ def _kept_lines(old_lines: list[str], new_lines: list[str]) -> dict[int, int]:
     """
     a = [plain_punctuation(line).rstrip() for line in old_lines]
     b = [plain_punctuation(line).rstrip() for line in new_lines]
-    head, tail = _equal_ends(a, b)
+    head, tail = equal_ends(a, b)
     kept = {j: j for j in range(head)}
     kept.update({len(b) - 1 - k: len(a) - 1 - k for k in range(tail)})
     middle_a, middle_b = a[head : len(a) - tail], b[head : len(b) - tail]
     i = j = 0
     for i1, i2, _, j2 in [
-        *_changed_lines(middle_a, middle_b),
+        *changed_lines(middle_a, middle_b),
         (len(middle_a), 0, len(middle_b), 0),
     ]:
         # Between two changed ranges the lines are equal, pair by pair.
@@ -584,7 +381,7 @@ def _indent_unit(
 
 def _ambiguous(text: str, offsets: list[int], path: str, *, how: str | None) -> ToolError:
     """The error for an `old` that matches in several places."""
-    starts = _line_starts(text)
+    starts = line_starts(text)
     numbers = sorted({bisect.bisect_right(starts, offset) for offset in offsets})
     shown = ", ".join(str(n) for n in numbers[:_MAX_LINE_NUMBERS])
     if len(numbers) > _MAX_LINE_NUMBERS:
@@ -614,8 +411,8 @@ def _not_found(text: str, old: str, path: str) -> ToolError:
 
 def _nearest_lines(text: str, old: str) -> str:
     """The lines of `text` most like `old`, numbered from 1; empty when nothing is close."""
-    contents = [_content(line) for line in _split_lines(text)]
-    old_lines = _EOL.split(old.strip("\r\n"))
+    contents = [line_content(line) for line in split_lines(text)]
+    old_lines = EOL.split(old.strip("\r\n"))
     probes = sorted(
         ((i, line.strip()[:_NEAR_LINE_CHARS]) for i, line in enumerate(old_lines) if line.strip()),
         key=lambda probe: -len(probe[1]),
@@ -649,77 +446,3 @@ def _nearest_lines(text: str, old: str) -> str:
             line = line[:_NEAR_LINE_CHARS] + "…"
         quoted.append(f"{number + 1:>6}\t{line}")
     return "\n".join(quoted)
-
-
-def _check_encoding(encoding: str) -> None:
-    if encoding not in ENCODINGS:
-        raise ValueError(f"unknown position encoding {encoding!r}: use one of {ENCODINGS}")
-
-
-def _units(text: str, encoding: str) -> int:
-    """The length of `text` in the code units of an LSP position encoding."""
-    if encoding == "utf-32":
-        return len(text)
-    if encoding == "utf-16":
-        return len(text.encode("utf-16-le", "surrogatepass")) // 2
-    return len(text.encode("utf-8", "surrogatepass"))
-
-
-def _position(text: str, starts: list[int], offset: int, encoding: str) -> tuple[int, int]:
-    """The LSP (line, character) of a code-point `offset` in `text`."""
-    line = bisect.bisect_right(starts, offset) - 1
-    return line, _units(text[starts[line] : offset], encoding)
-
-
-def _offset(text: str, starts: list[int], line: int, character: int, encoding: str) -> int:
-    """The code-point offset of an LSP position in `text`, clamped as editors clamp."""
-    if line < 0 or character < 0:
-        raise ValueError(f"negative position ({line}, {character})")
-    if line >= len(starts):
-        return len(text)
-    begin = starts[line]
-    content = _content(text[begin : starts[line + 1]] if line + 1 < len(starts) else text[begin:])
-    if encoding == "utf-32" or _units(content, encoding) == len(content):
-        return begin + min(character, len(content))
-    units = 0
-    for index, char in enumerate(content):
-        if units == character:
-            return begin + index
-        units += _units(char, encoding)
-        if units > character:
-            raise ValueError(
-                f"position ({line}, {character}) falls inside the character {char!r} ({encoding})"
-            )
-    return begin + len(content)
-
-
-def _inside_crlf(text: str, offset: int) -> bool:
-    """Whether `offset` falls between the CR and the LF of a CRLF pair."""
-    return 0 < offset < len(text) and text[offset - 1] == "\r" and text[offset] == "\n"
-
-
-def _common_prefix(a: str, a_start: int, a_end: int, b: str, b_start: int, b_end: int) -> int:
-    """Length of the common prefix of a[a_start:a_end] and b[b_start:b_end]."""
-    limit = min(a_end - a_start, b_end - b_start)
-    low, high = 0, limit
-    # Binary search on slice equality: C-speed comparisons, O(n log n) at worst.
-    while low < high:
-        mid = (low + high + 1) // 2
-        if a[a_start + low : a_start + mid] == b[b_start + low : b_start + mid]:
-            low = mid
-        else:
-            high = mid - 1
-    return low
-
-
-def _common_suffix(a: str, a_start: int, a_end: int, b: str, b_start: int, b_end: int) -> int:
-    """Length of the common suffix of a[a_start:a_end] and b[b_start:b_end]."""
-    limit = min(a_end - a_start, b_end - b_start)
-    low, high = 0, limit
-    while low < high:
-        mid = (low + high + 1) // 2
-        if a[a_end - mid : a_end - low] == b[b_end - mid : b_end - low]:
-            low = mid
-        else:
-            high = mid - 1
-    return low

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import merge3
 
-from lsp_agent.tools.edits import unified_diff
-from lsp_agent.tools.rebase import PatienceMatcher, split_lines
+from lsp_agent.text import split_lines, unified_diff
+from lsp_agent.tools.rebase import PatienceMatcher
 
 ACCEPTED = "accepted"
 REJECTED = "rejected"

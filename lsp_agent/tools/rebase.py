@@ -22,25 +22,17 @@ Guarantees:
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import merge3
 
-from lsp_agent.tools.edits import unique_anchors
+from lsp_agent.text import split_lines, unique_anchors
 
 CONTEXT_LINES = 3
 """Lines either side of a hunk that must not have become ambiguous in the current text."""
 SHOWN_LINES = 12
 """How many lines of each side a conflict shows the model at most."""
-
-_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")
-
-
-def split_lines(text: str) -> list[str]:
-    """Lines with their terminators, split on `\\n`, `\\r\\n` and lone `\\r` (as LSP does)."""
-    return _LINE.findall(text)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from lsp_agent.errors import ToolError
 from lsp_agent.port import Document, EditorPort, EditOutcome, EditProposal, FileChange
 from lsp_agent.safety import permissions
 from lsp_agent.safety.sandbox import Sandbox
+from lsp_agent.text import unified_diff
 from lsp_agent.tools import edits, files, patch, shell, syntax
 from lsp_agent.tools.outcome import hunk_outcomes
 from lsp_agent.tools.rebase import RebaseResult, rebase
@@ -594,8 +595,7 @@ class Toolbox:
         """Propose every file of a patch as one edit; tell the model what landed."""
         names = ", ".join(change.rel for change in planned)
         diff = "".join(
-            edits.unified_diff(change.rel, change.before or "", change.after or "")
-            for change in planned
+            unified_diff(change.rel, change.before or "", change.after or "") for change in planned
         )
         proposal = EditProposal(
             label=f"lsp-agent: {names}",
@@ -756,7 +756,7 @@ class Toolbox:
         if landed is None or landed.text != change.after:
             return self._landed_otherwise(rel, change, landed)
         self._saw(change.path, landed, applied=True)
-        diff = edits.unified_diff(rel, change.before or "", change.after or "")
+        diff = unified_diff(rel, change.before or "", change.after or "")
         verb = "created" if created else "applied"
         said = f"{verb}: {rel}\n{diff}"
         if merged is not None:
