@@ -69,6 +69,8 @@ class Settings:
     """Characters an old tool result keeps when stripped."""
     command_timeout: float = 60.0
     """Seconds before a `bash` command's process group is killed."""
+    question_timeout: float = 120.0
+    """Seconds a permission question waits for the user; no answer by then counts as Deny."""
     max_turns: int = 50
     """Model calls allowed in one `ask`."""
     mode: Mode = "review"
@@ -510,6 +512,13 @@ _SPECS: tuple[_Spec, ...] = (
         "commandTimeout",
         "command_timeout",
         ("COMMAND_TIMEOUT",),
+        _seconds,
+        "a positive number of seconds",
+    ),
+    _Spec(
+        "questionTimeout",
+        "question_timeout",
+        ("LSP_AGENT_QUESTION_TIMEOUT",),
         _seconds,
         "a positive number of seconds",
     ),

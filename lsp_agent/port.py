@@ -1,12 +1,14 @@
 """The one interface between the agent core and the outside world.
 
-`server.py` implements it over LSP, `cli.py` in a terminal, and tests in memory. The core never
-imports pygls: if the loop needs something from the editor, a method belongs here.
+`lsp/port.py` implements it over LSP, `terminal/port.py` in a terminal, and `testing.py` in
+memory for tests and benchmarks. The core never imports pygls: if the loop needs something from
+the editor, a method belongs here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -73,7 +75,16 @@ class EditorPort(Protocol):
         ...
 
     async def propose_edit(self, proposal: EditProposal) -> EditOutcome:
-        """Show the edit to the user and apply it if they accept."""
+        """Show the edit to the user and apply it if they accept.
+
+        Each change is pinned to `FileChange.version`: an editor whose buffer moved on refuses
+        it (`stale`), and the proposal flow merges it onto the user's text and sends it again.
+        """
+        ...
+
+    async def buffer_after(self, path: Path, version: int, timeout: float) -> Document | None:
+        """The open buffer of `path` once the editor reports a version newer than `version`,
+        waiting at most `timeout` seconds; None if none came."""
         ...
 
     async def ask_user(self, question: str, actions: Sequence[str]) -> str | None:
@@ -87,3 +98,21 @@ class EditorPort(Protocol):
     def log(self, message: str) -> None:
         """A line for the log, never for the model."""
         ...
+
+
+async def wait_until(
+    done: Callable[[], bool], changed: Callable[[], asyncio.Event], timeout: float
+) -> bool:
+    """Wait until `done()` holds, checking it each time the `changed()` event is set; False
+    when `timeout` seconds passed first."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not done():
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            return False
+        try:
+            await asyncio.wait_for(changed().wait(), remaining)
+        except asyncio.TimeoutError:
+            return done()
+    return True

@@ -291,7 +291,7 @@ async def start_editor(
             capabilities=capabilities,
             root_uri=root.as_uri(),
             workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name=root.name)],
-            initialization_options={"lspAgent": settings},
+            initialization_options={"lspAgent": settings, "lspAgentClient": {"events": True}},
         )
     )
     encoding = result.capabilities.position_encoding

@@ -28,9 +28,10 @@ import pytest
 
 from lsp_agent.config import Settings
 from lsp_agent.context.cap import Spills
-from lsp_agent.port import Document, EditOutcome, EditProposal
 from lsp_agent.safety.sandbox import Sandbox, probe
-from lsp_agent.tools.toolbox import Toolbox, ToolResult
+from lsp_agent.testing import MemoryPort
+from lsp_agent.tools.belt import Toolbox
+from lsp_agent.tools.results import ToolResult
 from lsp_agent.tools.workspace import Workspace
 from tests.processes import gone
 
@@ -41,23 +42,16 @@ pytestmark = pytest.mark.skipif(
 PYTHON = sys.executable
 
 
-class Port:
-    """An editor that never gets a question: the rules allow every command."""
+def never_asked(question: str, actions: Sequence[str]) -> str | None:
+    raise AssertionError(f"asked {question!r}: the rules allow every command here")
 
-    async def read_document(self, path: Path) -> Document | None:
-        return None
 
-    async def propose_edit(self, proposal: EditProposal) -> EditOutcome:
-        return EditOutcome(False, "no edits in the attack suite")
-
-    async def ask_user(self, question: str, actions: Sequence[str]) -> str | None:
-        raise AssertionError(f"asked {question!r}: the rules allow every command here")
-
-    def emit(self, event: dict[str, Any]) -> None:
-        pass
-
-    def log(self, message: str) -> None:
-        pass
+def Port() -> MemoryPort:
+    """An editor that never gets a question (the rules allow every command) and takes no
+    edits."""
+    port = MemoryPort(accept=False)
+    port.answering = never_asked
+    return port
 
 
 class Listener:
@@ -178,7 +172,6 @@ def target(monkeypatch: pytest.MonkeyPatch) -> Iterator[Target]:
     tools = Toolbox(
         Workspace(root),
         Port(),
-        lambda: True,
         settings=lambda: settings,
         sandbox=Sandbox(root),
         spills=spills,
@@ -406,7 +399,7 @@ from pathlib import Path
 from lsp_agent.config import Settings
 from lsp_agent.context.cap import Spills
 from lsp_agent.safety.sandbox import Sandbox
-from lsp_agent.tools.toolbox import Toolbox
+from lsp_agent.tools.belt import Toolbox
 from lsp_agent.tools.workspace import Workspace
 from tests.test_attacks import Port
 
@@ -414,7 +407,7 @@ async def main():
     root = Path({str(tmp_path)!r})
     settings = Settings(permissions=[{{"tool": "bash", "decision": "allow"}}])
     spills = Spills(root)
-    tools = Toolbox(Workspace(root), Port(), lambda: True, settings=lambda: settings,
+    tools = Toolbox(Workspace(root), Port(), settings=lambda: settings,
                     sandbox=Sandbox(root), spills=spills)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     result = await tools.run("bash", json.dumps({{"command":

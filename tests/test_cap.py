@@ -4,19 +4,17 @@ toolbox applying them to every tool result."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from lsp_agent.config import Settings
 from lsp_agent.context.cap import Excerpt, Spills, clean, render
-from lsp_agent.port import Document, EditOutcome, EditProposal
 from lsp_agent.safety.sandbox import Availability, Sandbox
 from lsp_agent.safety.untrusted import mark_untrusted, neutralise
-from lsp_agent.tools.toolbox import Toolbox
+from lsp_agent.testing import MemoryPort
+from lsp_agent.tools.belt import Toolbox
 from lsp_agent.tools.workspace import Workspace
 
 
@@ -114,31 +112,11 @@ def test_a_multibyte_character_cut_at_an_edge_is_not_garbage(tmp_path: Path) -> 
 # The toolbox caps every tool's result and marks outside text.
 
 
-class Port:
-    async def read_document(self, path: Path) -> Document | None:
-        return None
-
-    async def propose_edit(self, proposal: EditProposal) -> EditOutcome:
-        for change in proposal.changes:
-            change.path.write_text(change.after)
-        return EditOutcome(True)
-
-    async def ask_user(self, question: str, actions: Sequence[str]) -> str | None:
-        return None
-
-    def emit(self, event: dict[str, Any]) -> None:
-        pass
-
-    def log(self, message: str) -> None:
-        pass
-
-
 def make_toolbox(root: Path, cap: int, spill_parent: Path) -> Toolbox:
     settings = Settings(tool_output_cap=cap)
     return Toolbox(
         Workspace(root),
-        Port(),
-        lambda: False,
+        MemoryPort(),
         settings=lambda: settings,
         sandbox=Sandbox(root, Availability("bwrap", "test")),
         spills=Spills(spill_parent),

@@ -111,6 +111,7 @@ def test_every_environment_variable_of_the_design_is_read(tmp_path: Path) -> Non
         "STUB_CHARS": "100",
         "COMMAND_TIMEOUT": "30",
         "LSP_AGENT_MAX_TURNS": "20",
+        "LSP_AGENT_QUESTION_TIMEOUT": "45",
     }
 
     settings, warnings = load(tmp_path, environ=environ)
@@ -409,6 +410,7 @@ def test_describe_lists_every_setting_in_camel_case(tmp_path: Path) -> None:
         "toolOutputCap",
         "stubChars",
         "commandTimeout",
+        "questionTimeout",
         "maxTurns",
         "mode",
         "permissions",

@@ -23,7 +23,7 @@ from lsp_agent.context.history import (
 )
 from lsp_agent.context.tokens import Message, TokenMeter
 from lsp_agent.model.provider import ProviderError, Reply, Usage, estimate_tokens, make_provider
-from lsp_agent.tools.toolbox import TOOL_SCHEMAS
+from lsp_agent.tools.belt import TOOL_SCHEMAS
 from tests.fake_model import ScriptedAnthropic, ScriptedModel, error, reply
 from tests.test_context_history import REMINDER, NoteWriter, check_request
 

@@ -41,7 +41,7 @@ from lsp_agent.context.history import (
 )
 from lsp_agent.context.tokens import Message, TokenMeter, request_bytes
 from lsp_agent.model.provider import Reply, Usage, to_anthropic
-from lsp_agent.tools.toolbox import TOOL_SCHEMAS
+from lsp_agent.tools.belt import TOOL_SCHEMAS
 from tests.fake_model import ScriptedAnthropic, ScriptedModel, _Rejection
 
 REMINDER: Message = {"role": "user", "content": "<context>\ntime: now\n</context>"}

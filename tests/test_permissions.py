@@ -4,7 +4,6 @@ rules, and the toolbox asking (or not) through the editor port."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +11,6 @@ import pytest
 
 from lsp_agent.config import Settings
 from lsp_agent.context.cap import Spills
-from lsp_agent.port import Document, EditOutcome, EditProposal
 from lsp_agent.safety.permissions import (
     ALLOW,
     ANSWERS,
@@ -25,7 +23,8 @@ from lsp_agent.safety.permissions import (
     decide_command,
 )
 from lsp_agent.safety.sandbox import Availability, Sandbox
-from lsp_agent.tools.toolbox import Toolbox
+from lsp_agent.testing import MemoryPort
+from lsp_agent.tools.belt import Toolbox
 from lsp_agent.tools.workspace import Workspace
 
 ROOT = Path("/work/project")
@@ -217,35 +216,13 @@ def test_a_session_rule_allows_exactly_that_command_shape() -> None:
 # The toolbox asks through the editor port.
 
 
-class AskingPort:
-    """An editor that answers every question with `answer` and records them."""
-
-    def __init__(self, answer: str | None) -> None:
-        self.answer = answer
-        self.questions: list[tuple[str, Sequence[str]]] = []
-        self.proposals: list[EditProposal] = []
-
-    async def read_document(self, path: Path) -> Document | None:
-        return None
-
-    async def propose_edit(self, proposal: EditProposal) -> EditOutcome:
-        self.proposals.append(proposal)
-        for change in proposal.changes:
-            change.path.write_text(change.after)
-        return EditOutcome(True)
-
-    async def ask_user(self, question: str, actions: Sequence[str]) -> str | None:
-        self.questions.append((question, actions))
-        return self.answer
-
-    def emit(self, event: dict[str, Any]) -> None:
-        pass
-
-    def log(self, message: str) -> None:
-        pass
-
-
-def toolbox(root: Path, port: AskingPort, sandbox: str = "bwrap", **settings: Any) -> Toolbox:
+def toolbox(
+    root: Path,
+    port: MemoryPort,
+    sandbox: str = "bwrap",
+    auto_approve: frozenset[str] = frozenset(),
+    **settings: Any,
+) -> Toolbox:
     availability = (
         Availability("bwrap", "test")
         if sandbox == "bwrap"
@@ -255,10 +232,10 @@ def toolbox(root: Path, port: AskingPort, sandbox: str = "bwrap", **settings: An
     return Toolbox(
         Workspace(root),
         port,
-        lambda: True,
         settings=lambda: values,
         sandbox=Sandbox(root, availability),
         spills=Spills(root.parent / f"{root.name}-spills"),
+        auto_approve=auto_approve,
     )
 
 
@@ -267,7 +244,7 @@ async def test_a_deny_rule_on_a_path_stops_an_edit_before_the_editor_sees_it(
 ) -> None:
     (tmp_path / "gen").mkdir()
     (tmp_path / "gen" / "out.py").write_text("x = 1\n")
-    port = AskingPort("Allow")
+    port = MemoryPort(answer="Allow")
     rules = [{"tool": "edit_file", "match": "gen/*", "decision": "deny"}]
     tools = toolbox(tmp_path, port, permissions=rules)
 
@@ -290,7 +267,7 @@ async def test_a_deny_rule_on_a_path_stops_an_edit_before_the_editor_sees_it(
 async def test_an_ask_rule_on_edits_puts_the_question_with_the_three_actions(
     tmp_path: Path,
 ) -> None:
-    port = AskingPort("Allow")
+    port = MemoryPort(answer="Allow")
     tools = toolbox(tmp_path, port, permissions=[{"tool": "write_file", "decision": "ask"}])
 
     result = await tools.run("write_file", json.dumps({"path": "new.txt", "content": "hi\n"}))
@@ -304,7 +281,7 @@ async def test_an_ask_rule_on_edits_puts_the_question_with_the_three_actions(
 async def test_without_a_sandbox_the_question_says_the_command_runs_unsandboxed(
     tmp_path: Path,
 ) -> None:
-    port = AskingPort(None)
+    port = MemoryPort(answer=None)
     tools = toolbox(tmp_path, port, sandbox="none")
 
     result = await tools.run("bash", json.dumps({"command": "ls"}))
@@ -315,15 +292,13 @@ async def test_without_a_sandbox_the_question_says_the_command_runs_unsandboxed(
 
 
 async def test_auto_approve_answers_for_sandboxed_commands_only(tmp_path: Path) -> None:
-    port = AskingPort(None)
-    tools = toolbox(tmp_path, port)
-    tools.auto_approve = frozenset({"bash"})
+    port = MemoryPort(answer=None)
+    tools = toolbox(tmp_path, port, auto_approve=frozenset({"bash"}))
 
     made = await tools.run("bash", json.dumps({"command": "touch made.txt"}))
     assert made.ok and (tmp_path / "made.txt").exists() and port.questions == []
 
-    unsandboxed = toolbox(tmp_path, port, sandbox="none")
-    unsandboxed.auto_approve = frozenset({"bash"})
+    unsandboxed = toolbox(tmp_path, port, sandbox="none", auto_approve=frozenset({"bash"}))
     await unsandboxed.run("bash", json.dumps({"command": "touch other.txt"}))
     assert len(port.questions) == 1 and not (tmp_path / "other.txt").exists()
 

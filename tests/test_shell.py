@@ -202,8 +202,9 @@ async def test_the_environment_is_rebuilt_from_an_allowlist(
 async def test_the_model_pages_a_spill_file_and_it_is_gone_when_the_turn_ends(
     workspace: Path, tmp_path: Path
 ) -> None:
+    from lsp_agent.testing import MemoryPort
     from tests.fake_model import ScriptedModel, reply, tool_call
-    from tests.test_agent import MemoryPort, make_agent
+    from tests.test_agent import make_agent
 
     port = MemoryPort()
     with ScriptedModel() as model:

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from lsp_agent.testing import MemoryPort
 from tests.fake_model import ScriptedModel, reply, tool_call
-from tests.test_agent import MemoryPort, make_agent, results
+from tests.test_agent import make_agent, results
 
 SCAFFOLD = """\
 ---

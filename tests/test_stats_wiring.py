@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from lsp_agent.testing import MemoryPort
 from tests.fake_model import ScriptedModel, reply, tool_call
-from tests.test_agent import MemoryPort, make_agent
+from tests.test_agent import make_agent
 
 
 async def test_edit_attempts_are_recorded_and_a_resumed_session_keeps_its_figures(

@@ -9,13 +9,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lsp_agent.agent.sessions import FAILED, Agent
+from lsp_agent.agent.sessions import Agent
+from lsp_agent.agent.turn import FAILED
 from lsp_agent.config import Settings
 from lsp_agent.model.provider import make_provider
 from lsp_agent.session.store import SessionStore
+from lsp_agent.testing import MemoryPort
 from lsp_agent.tools.workspace import Workspace
 from tests.fake_model import ScriptedModel, error, refuse_stream_with_tools
-from tests.test_agent import MemoryPort
 
 
 def agent_for(workspace: Path, model: ScriptedModel, name: str, port: MemoryPort) -> Agent:

@@ -1,82 +1,41 @@
-"""The agent loop: one turn = model call → tool calls → results → … → answer.
+"""The sessions of one workspace: made, resumed from their transcripts, run, cancelled.
 
-`Agent` owns the sessions of one workspace. A turn runs as its own asyncio task so that a cancel
-(from any of the editor's three paths) closes the model stream or the running tool at once, and
-the turn still ends with a result and a transcript that says what happened.
+`Agent` owns the sessions of one workspace and starts their turns (`agent/turn.py`). A turn runs
+as its own asyncio task, so that a cancel (from any of the editor's three paths) closes the model
+stream or the running tool at once, and the turn still ends with a result and a transcript that
+says what happened. `build_agent` assembles an agent the same way for every adapter.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import traceback
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lsp_agent.agent.instructions import Instructions, changed_note, fingerprint, read_instructions
+from lsp_agent.agent.conversation import Selection, Session, TurnResult
+from lsp_agent.agent.instructions import Instructions, fingerprint, read_instructions
 from lsp_agent.agent.prompt import system_prompt
+from lsp_agent.agent.turn import Turn
 from lsp_agent.config import Settings, require_model
-from lsp_agent.context.history import (
-    ContextEvent,
-    ContextState,
-    before_call,
-    build_request,
-    end_of_turn,
-    restore_state,
-)
-from lsp_agent.context.reminder import FileChangeSource, GitStatusChanges, reminder_message
+from lsp_agent.context.history import ContextState, build_request, restore_state
+from lsp_agent.context.reminder import FileChangeSource, GitStatusChanges
 from lsp_agent.context.tokens import TokenMeter, request_bytes
 from lsp_agent.errors import UserError
-from lsp_agent.model.provider import (
-    TOOL_MODELS,
-    Provider,
-    ProviderError,
-    Reply,
-    ToolCall,
-    Usage,
-    estimate_tokens,
-)
+from lsp_agent.model.provider import Provider, estimate_tokens, make_provider
 from lsp_agent.port import Document, EditorPort
 from lsp_agent.safety.sandbox import Sandbox
 from lsp_agent.session.store import SessionStore, Transcript
+from lsp_agent.tools.belt import NEVER_LOCKED, TOOL_SCHEMAS, Toolbox, editor_view
 from lsp_agent.tools.skills import SkillLocks, discover, prompt_section
 from lsp_agent.tools.stats import EditStats
-from lsp_agent.tools.textcalls import looks_like_tool_call, text_tool_call
 from lsp_agent.tools.todo import Plan
-from lsp_agent.tools.toolbox import (
-    NEVER_LOCKED,
-    TOOL_SCHEMAS,
-    EditCounts,
-    Toolbox,
-    ToolResult,
-    editor_view,
-)
 from lsp_agent.tools.workspace import Workspace
 
 if TYPE_CHECKING:
     from lsp_agent.changes.tracker import ChangeTracker
-
-COMPLETED = "completed"
-CANCELLED = "cancelled"
-FAILED = "failed"
-MAX_TURNS = "max_turns"
-
-IMITATIONS_ALLOWED = 1
-"""Replies that imitate a tool call in text (and are not one) the model is corrected for in a
-turn; the next one ends the turn with the capability message."""
-
-
-@dataclass(frozen=True)
-class Selection:
-    """What the user was looking at when they asked: a file and a range of lines."""
-
-    path: Path
-    start_line: int = 0
-    """1-based, inclusive; 0 when the user pointed at the whole file."""
-    end_line: int = 0
-    text: str = ""
 
 
 @dataclass(frozen=True)
@@ -89,74 +48,6 @@ class _Stored:
     instructions: Instructions
     state: ContextState
     warning: str | None
-
-
-@dataclass
-class TurnResult:
-    """The answer to `lspAgent.ask`."""
-
-    session: str
-    status: str
-    answer: str
-    edits: EditCounts
-    error: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """The `lspAgent.ask` result shape of DESIGN §3."""
-        result: dict[str, Any] = {
-            "session": self.session,
-            "status": self.status,
-            "answer": self.answer,
-            "edits": {
-                "proposed": self.edits.proposed,
-                "applied": self.edits.applied,
-                "rejected": self.edits.rejected,
-            },
-        }
-        if self.error is not None:
-            result["error"] = self.error
-        return result
-
-
-@dataclass
-class Session:
-    """One conversation: its stored history, transcript, tools, and the turn running on it."""
-
-    transcript: Transcript
-    history: list[dict[str, Any]]
-    """Every stored message, system prompt first; what is sent is derived from it."""
-    toolbox: Toolbox
-    changes: FileChangeSource
-    """Files changed by someone else since the agent's last turn, for `<file_changes>`."""
-    meter: TokenMeter
-    """Tokens of the next request: last measured prompt plus an estimate of what came after."""
-    context: ContextState = field(default_factory=ContextState)
-    """Which stored messages are sent stubbed, dropped or replaced by a hand-off note."""
-    turns: int = 0
-    """Number of user prompts so far."""
-    task: asyncio.Task[TurnResult] | None = None
-    """The running turn, if any: one at a time per session."""
-    instructions: Instructions = field(default_factory=lambda: Instructions((), ""))
-    """The AGENTS.md files the system prompt was written with (their fingerprint, to tell
-    when one changed)."""
-
-    @property
-    def id(self) -> str:
-        return self.transcript.session_id
-
-    @property
-    def running(self) -> bool:
-        return self.task is not None and not self.task.done()
-
-    @property
-    def plan(self) -> Plan:
-        """The model's plan (the `todo` tool), shown in the reminder."""
-        return self.toolbox.plan
-
-    @property
-    def context_tokens(self) -> int:
-        """Estimated tokens of the next request."""
-        return self.meter.context_tokens
 
 
 class Agent:
@@ -249,7 +140,7 @@ class Agent:
             {**attempt.event(), "turn": session.turns}
         )
         self.sessions[session.id] = session
-        self._store(session, system)
+        session.append(system)
         return session
 
     def session(self, session_id: str | None) -> Session:
@@ -352,8 +243,8 @@ class Agent:
                 "or cancel it with lspAgent.cancel"
             )
         review = (mode or self.settings.mode) == "review"
-        session.toolbox.needs_confirmation = lambda: review
-        session.task = asyncio.create_task(self._turn(session, prompt, selection))
+        turn = Turn(self, session, prompt, selection, review=review)
+        session.task = asyncio.create_task(turn.run())
         return session
 
     async def wait(self, session: Session) -> TurnResult:
@@ -400,214 +291,18 @@ class Agent:
             for s in self.sessions.values()
         ]
 
-    async def _turn(self, session: Session, prompt: str, selection: Selection | None) -> TurnResult:
-        session.turns += 1
-        turn = session.turns
-        counts = EditCounts()
-        session.toolbox.counts = counts
-        streamed: list[str] = []
-        pending: list[ToolCall] = []
-
-        def emit(kind: str, **fields: Any) -> None:
-            self.port.emit({"session": session.id, "turn": turn, "kind": kind, **fields})
-
-        async def finish(status: str, answer: str, error: str | None = None) -> TurnResult:
-            # The snapshot comes before the status event: editors take that event as the end.
-            await self._snapshot(session)
-            session.transcript.append(
-                {"type": "turn", "turn": turn, "status": status, "error": error}
-            )
-            emit("status", status=status, **({"error": error} if error else {}))
-            return TurnResult(session.id, status, answer, counts, error)
-
-        def compacting(_: str) -> None:
-            # Only `$/progress` shows a compaction starting; its figures come when it is done.
-            emit("compaction", strategy="compact", phase="started")
-
-        async def decide(point: Callable[..., Any]) -> None:
-            session.context, events = await point(
-                session.history,
-                session.context,
-                self.settings,
-                self.provider,
-                session.meter,
-                progress=compacting,
-            )
-            self._record(session, events, emit)
-
-        answer = ""
-        imitations = 0
-        try:
-            self._store(session, {"role": "user", "content": _user_text(prompt, selection, self)})
-            for _ in range(self.settings.max_turns):
-                streamed.clear()
-                await decide(before_call)
-                view = build_request(session.history, session.context)
-                if session.toolbox.skills is not None:
-                    # A skill whose load_skill call a layer dropped or compacted locks again.
-                    session.toolbox.skills.relock_from(view)
-                note = await asyncio.to_thread(
-                    changed_note, session.instructions, self.workspace.root, self.home
-                )
-                reminder = await reminder_message(
-                    self.workspace.root,
-                    todos=session.plan.items,
-                    file_changes=await session.changes.changes(),
-                    notes=[note] if note else [],
-                )
-
-                def on_text(chunk: str) -> None:
-                    streamed.append(chunk)
-                    emit("text", text=chunk)
-
-                schemas = session.toolbox.schemas()
-                reply = await self.provider.complete([*view, reminder], schemas, on_text)
-                self._measure(session, reply.usage)
-                if not reply.tool_calls and reply.text:
-                    reply = self._text_call(session, reply, schemas)
-                pending = list(reply.tool_calls)
-                self._store(session, reply.message())
-                if reply.text:
-                    answer = reply.text
-                if not reply.tool_calls and _imitates_a_call(reply.text, schemas):
-                    imitations += 1
-                    if imitations > IMITATIONS_ALLOWED:
-                        await decide(end_of_turn)
-                        return await finish(FAILED, answer, self._cannot_call_tools(imitations))
-                    self._store(session, {"role": "user", "content": IMITATION_CORRECTION})
-                    continue
-                if not reply.tool_calls:
-                    await decide(end_of_turn)
-                    return await finish(COMPLETED, answer)
-                while pending:
-                    call = pending[0]
-                    emit("tool", name=call.name, args=_display_args(call.arguments))
-                    result = await self._run_tool(session, call)
-                    if result.permission is not None:
-                        emit("permission", **result.permission)
-                    emit("toolResult", name=call.name, ok=result.ok, summary=result.summary)
-                    for path, applied in result.edits:
-                        emit("edit", uri=path.as_uri(), applied=applied)
-                    self._store(session, _tool_message(call, result.text))
-                    pending.pop(0)
-            await decide(end_of_turn)
-            note = (
-                f"stopped after {self.settings.max_turns} model calls (maxTurns); "
-                "ask again to continue"
-            )
-            return await finish(MAX_TURNS, answer or note, note)
-        except asyncio.CancelledError:
-            self._close_pending(session, pending, "cancelled by the user before this tool finished")
-            session.transcript.append(
-                {"type": "event", "kind": "cancelled", "turn": turn, "partial": "".join(streamed)}
-            )
-            return await finish(CANCELLED, "".join(streamed) or answer)
-        except ProviderError as error:
-            self._close_pending(session, pending, "not run: the model endpoint failed")
-            return await finish(FAILED, answer, error.message)
-        except Exception as error:  # a bug of ours: the user gets a sentence, the log the trace
-            self.port.log("".join(traceback.format_exception(error)))
-            self._close_pending(session, pending, "not run: lsp-agent hit an internal error")
-            return await finish(
-                FAILED, answer, f"internal error in lsp-agent: {error!r}; see the log"
-            )
-        finally:
-            session.toolbox.end_turn()
-
-    async def _run_tool(self, session: Session, call: ToolCall) -> ToolResult:
-        """Run a tool; a crash of ours becomes a result the model can work around."""
-        try:
-            return await session.toolbox.run(call.name, call.arguments)
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:
-            self.port.log("".join(traceback.format_exception(error)))
-            text = (
-                f"error: the {call.name} tool crashed ({type(error).__name__}: {error}). "
-                "This is a bug in lsp-agent, not in your call; try another way."
-            )
-            return ToolResult(text=text, ok=False, summary=text[:200], reason="crash")
-
-    def _close_pending(self, session: Session, pending: list[ToolCall], why: str) -> None:
-        """Answer tool calls that will never run, so the stored history stays valid."""
-        for call in pending:
-            self._store(session, _tool_message(call, f"error: {why}"))
-        pending.clear()
-
-    def _store(self, session: Session, message: dict[str, Any]) -> None:
-        session.history.append(message)
-        session.meter.added(message)
-        session.transcript.append({"type": "message", "turn": session.turns, "message": message})
-
-    def _record(
-        self, session: Session, events: list[ContextEvent], emit: Callable[..., None]
-    ) -> None:
-        """Keep each context decision in the transcript (resume rebuilds the state from the
-        last one) and show it to the editor."""
-        for event in events:
-            session.transcript.append(event.record())
-            emit("compaction", **event.notification())
-
-    async def _snapshot(self, session: Session) -> None:
-        """Remember the tree as the turn leaves it, for the next turn's `<file_changes>`."""
-        try:
-            await session.changes.snapshot()
-        except Exception as error:  # a missing git must not turn a finished turn into a crash
-            self.port.log(f"file-change snapshot failed: {error!r}")
-
-    def _measure(self, session: Session, usage: Usage) -> None:
-        session.meter.measured(usage)
-        session.transcript.append(
-            {
-                "type": "event",
-                "kind": "usage",
-                "prompt_tokens": usage.prompt_tokens,
-                "completion_tokens": usage.completion_tokens,
-                "cached_tokens": usage.cached_tokens,
-                "estimated": usage.estimated,
-            }
-        )
-
     def _toolbox(self, session_id: str) -> Toolbox:
         """A session's toolbox, with the skills found now (once per session)."""
-        review = self.settings.mode == "review"
         found = discover(self.workspace.root, self.home, self.port.log)
         return Toolbox(
             self.workspace,
             self.port,
-            lambda: review,
             settings=lambda: self.settings,
             sandbox=self.sandbox,
             auto_approve=self.auto_approve,
             skills=SkillLocks(found, never_locked=NEVER_LOCKED) if found else None,
             tracker=self.tracker,
             tracker_key=session_id,
-        )
-
-    def _text_call(self, session: Session, reply: Reply, schemas: list[dict[str, Any]]) -> Reply:
-        """A reply that is exactly one tool call written as text (small local models do that)
-        becomes that call; the transcript keeps the text it came from."""
-        call_id = f"text_call_{session.id[-8:]}_{len(session.history)}"
-        call = text_tool_call(reply.text, schemas, call_id=call_id)
-        if call is None:
-            return reply
-        session.transcript.append(
-            {
-                "type": "event",
-                "kind": "text_tool_call",
-                "turn": session.turns,
-                "name": call.name,
-                "text": reply.text,
-            }
-        )
-        return replace(reply, text="", tool_calls=(call,))
-
-    def _cannot_call_tools(self, imitations: int) -> str:
-        model = self.settings.model or "the model"
-        return (
-            f"{model} cannot call tools: it wrote {imitations} tool calls as text that could "
-            f"not be run. Use a model with tool calling, e.g. {TOOL_MODELS} on Ollama, or start "
-            "llama.cpp's llama-server with --jinja, and set lspAgent.model."
         )
 
     def _changes(self, session_id: str) -> FileChangeSource:
@@ -620,19 +315,6 @@ class Agent:
     def _redact(self, transcript: Transcript) -> None:
         if self.settings.api_key:
             transcript.redact(self.settings.api_key)
-
-
-IMITATION_CORRECTION = (
-    "[lsp-agent] Your last reply looks like a tool call written as text, and it could not be "
-    "run (unknown tool, wrong arguments, or more than one call). Call tools through the tool "
-    "calling interface with arguments that match their schema; do not write calls as text."
-)
-"""What the model is told after a broken imitation of a tool call."""
-
-
-def _imitates_a_call(text: str, schemas: list[dict[str, Any]]) -> bool:
-    names = [schema["function"]["name"] for schema in schemas]
-    return bool(text) and looks_like_tool_call(text, names)
 
 
 def _instructions_of(records: list[dict[str, Any]], root: Path, home: Path | None) -> Instructions:
@@ -651,33 +333,29 @@ def _meter() -> TokenMeter:
     return TokenMeter(overhead_tokens=estimate_tokens(json.dumps(TOOL_SCHEMAS)))
 
 
-def _user_text(prompt: str, selection: Selection | None, agent: Agent) -> str:
-    if selection is None:
-        return prompt
-    rel = agent.workspace.relative(selection.path)
-    if selection.start_line == 0:
-        return f"{prompt}\n\nThe user is looking at {rel}."
-    lines = (
-        f"line {selection.start_line}"
-        if selection.start_line == selection.end_line
-        else f"lines {selection.start_line}-{selection.end_line}"
+def build_agent(
+    settings: Settings,
+    root: Path,
+    port: EditorPort,
+    *,
+    tracker: ChangeTracker | None = None,
+    auto_approve: Collection[str] = (),
+    state_dir: Path | None = None,
+) -> Agent:
+    """The agent of the workspace at `root`, as every adapter assembles it."""
+    return Agent(
+        settings,
+        Workspace(root, read_only=settings.read_only_paths),
+        port,
+        SessionStore(root, base_dir=state_dir),
+        provider_for,
+        auto_approve=auto_approve,
+        tracker=tracker,
     )
-    return f"{prompt}\n\nThe user is looking at {rel}, {lines}:\n```\n{selection.text}\n```"
 
 
-def _tool_message(call: ToolCall, text: str) -> dict[str, Any]:
-    return {"role": "tool", "tool_call_id": call.id, "content": text}
-
-
-def _display_args(arguments: str) -> Any:
-    """The call's arguments for the editor's event stream: parsed when possible, shortened."""
-    try:
-        value: Any = json.loads(arguments)
-    except json.JSONDecodeError:
-        return arguments[:500]
-    if isinstance(value, dict):
-        return {
-            k: (v[:500] + "…" if isinstance(v, str) and len(v) > 500 else v)
-            for k, v in value.items()
-        }
-    return value
+def provider_for(settings: Settings) -> Provider:
+    """The model endpoint the settings name."""
+    return make_provider(
+        settings.provider, settings.base_url, settings.model or "", settings.api_key
+    )

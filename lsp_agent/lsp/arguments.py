@@ -43,6 +43,36 @@ class AskArguments:
     """`review` (the editor asks before applying) or `auto`; the `mode` setting when omitted."""
 
 
+@dataclass(frozen=True)
+class ClientOptions:
+    """What a client says of itself in `initializationOptions.lspAgentClient`."""
+
+    events: bool = False
+    """Send it `lspAgent/event` notifications (our plugins ask for them; others would only log
+    an unknown method)."""
+    shows_answers: bool = False
+    """It shows answers and progress itself: no `window/showMessage` with the answer."""
+    setting_name: str = "%s"
+    """How a setting is named to this client's user, `%s` standing for the key (`lspAgent.%s`
+    in VS Code, `setup({ settings = { %s = … } })` in the Neovim plugin)."""
+
+    def setting(self, key: str) -> str:
+        """The setting `key` in the words of this client's user."""
+        return self.setting_name.replace("%s", key) if "%s" in self.setting_name else key
+
+
+def client_options(raw: Any) -> ClientOptions:
+    """The client's options; anything of the wrong shape is ignored (a default is fine)."""
+    if not isinstance(raw, dict):
+        return ClientOptions()
+    name = raw.get("settingName")
+    return ClientOptions(
+        events=raw.get("events") is True,
+        shows_answers=raw.get("showsAnswers") is True,
+        setting_name=name if isinstance(name, str) and name.strip() else "%s",
+    )
+
+
 def single_object(command: str, arguments: Sequence[Any]) -> dict[str, Any]:
     """The one argument object every command takes (absent means `{}`)."""
     if len(arguments) == 0:

@@ -25,10 +25,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn
-
-if TYPE_CHECKING:
-    from lsp_agent.lsp.server import AgentServer
+from typing import Any, BinaryIO, NoReturn, Protocol
 
 log = logging.getLogger(__name__)
 
@@ -39,13 +36,46 @@ CLEANUP_SHARE = 0.6
 """The share of the grace the server's own cleanup gets; the rest is for the loop's leftovers."""
 
 
-def serve(server: AgentServer, reader: BinaryIO, writer: BinaryIO) -> int:
+class Writer(Protocol):
+    """Where the server's messages go (pygls' writer interface)."""
+
+    def write(self, data: bytes) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Endpoint(Protocol):
+    """The server side of a connection (`server.AgentServer`)."""
+
+    left: asyncio.Event
+    """Set when the editor has gone."""
+    exit_code: int
+    """The process's exit code once `left` is set."""
+
+    def attach(self, writer: Writer) -> None:
+        """Write every outgoing message to `writer`."""
+        ...
+
+    def receive(self, message: Any) -> None:
+        """Handle one message from the editor: parsed JSON, or a `ParseError`."""
+        ...
+
+    def leave(self) -> None:
+        """The editor has gone: set `left` and `exit_code`."""
+        ...
+
+    async def close(self) -> None:
+        """Cancel and stop everything running: the connection is ending."""
+        ...
+
+
+def serve(server: Endpoint, reader: BinaryIO, writer: BinaryIO) -> int:
     """Serve one connection until `exit` or the end of input; returns the exit code.
 
     The caller ends the process with `end_process(code)`: threads blocked on the editor's pipe
     cannot be interrupted, and must not be waited for.
     """
-    server.protocol.set_writer(_Writer(writer))
+    server.attach(_Writer(writer))
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     try:
@@ -57,7 +87,7 @@ def serve(server: AgentServer, reader: BinaryIO, writer: BinaryIO) -> int:
     return code
 
 
-async def _serve(server: AgentServer, reader: BinaryIO) -> int:
+async def _serve(server: Endpoint, reader: BinaryIO) -> int:
     loop = asyncio.get_running_loop()
     thread = threading.Thread(
         target=_read_frames,

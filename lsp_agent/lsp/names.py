@@ -13,3 +13,7 @@ EVENT = "lspAgent/event"
 """Server → client notification for every step of a turn."""
 
 SETTINGS_SECTION = "lspAgent"
+"""The settings' section, in `workspace/configuration` and `initializationOptions`."""
+
+CLIENT_SECTION = "lspAgentClient"
+"""`initializationOptions` key where a client says what it shows itself (`ClientOptions`)."""

@@ -1,24 +1,23 @@
-"""The language server: LSP commands in, `workspace/applyEdit` proposals and events out.
+"""The language server: LSP commands in, proposals, questions and events out.
 
-`AgentServer` is the pygls adapter around the agent core; `LspPort` is the LSP implementation of
-the core's `EditorPort`. Handlers stay thin: check arguments, call the agent, shape the result.
+`AgentServer` holds what one editor connection needs (the workspace's agent, its change tracker,
+the editor's settings and options, the connection's lifecycle); `create_server` registers thin
+handlers: check the arguments, call the agent, shape the result. The `EditorPort` over LSP is in
+`port.py`, the protocol's own handling in `protocol.py`, the connection in `connection.py`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import importlib
 import logging
-from collections.abc import Coroutine, Sequence
-from dataclasses import replace
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcInvalidRequest
 from pygls.lsp.server import LanguageServer
-from pygls.protocol import LanguageServerProtocol, lsp_method
 from pygls.uris import to_fs_path
 
 from lsp_agent import __version__
@@ -27,230 +26,30 @@ from lsp_agent.errors import ToolError, UserError
 from lsp_agent.lsp import names, positions
 from lsp_agent.lsp.arguments import (
     ArgumentError,
+    ClientOptions,
     Range,
     ask_arguments,
+    client_options,
     session_argument,
     single_object,
 )
-from lsp_agent.port import Document, EditOutcome, EditProposal
+from lsp_agent.lsp.connection import EXIT_GRACE_S, ParseError, Writer
+from lsp_agent.lsp.port import LspPort
+from lsp_agent.lsp.protocol import AgentProtocol, work_done_token
 from lsp_agent.tools.stats import combined
 
 if TYPE_CHECKING:
-    from lsp_agent.agent.sessions import Agent, Selection
+    from lsp_agent.agent.conversation import Selection
+    from lsp_agent.agent.sessions import Agent
     from lsp_agent.changes.tracker import ChangeTracker
-    from lsp_agent.model.provider import Provider
     from lsp_agent.safety.sandbox import Availability
 
 # The agent stack (httpx, the loop, the tools) is imported when the first command needs it, and
-# warmed up in a thread after `initialized`: `initialize` must be answered fast (DESIGN §8), and
-# lsprotocol alone costs a third of a second to import.
+# warmed up in a thread after `initialized`: `initialize` must be answered fast (docs/protocol.md),
+# and lsprotocol alone costs a third of a second to import.
 AGENT_MODULES = ("lsp_agent.agent.sessions", "lsp_agent.model.provider", "lsp_agent.session.store")
 
 log = logging.getLogger(__name__)
-
-ANNOTATION_ID = "lsp-agent"
-
-_work_done_token: contextvars.ContextVar[types.ProgressToken | None] = contextvars.ContextVar(
-    "work_done_token", default=None
-)
-
-
-class AgentProtocol(LanguageServerProtocol):
-    """pygls' protocol with `workspace/executeCommand` run as a cancellable request.
-
-    pygls runs registered commands under a private id, so a `$/cancelRequest` for the editor's
-    request never reaches them. Handling the method ourselves makes the command's task the
-    request's future: the cancel lands in the handler as `CancelledError`, and the handler turns
-    it into a cancelled turn. It also gives the handler the request's `workDoneToken`.
-    """
-
-    _server: AgentServer
-
-    @lsp_method(types.WORKSPACE_EXECUTE_COMMAND)
-    async def lsp_workspace__execute_command(  # type: ignore[override]
-        self, params: types.ExecuteCommandParams
-    ) -> Any:
-        handler = self.fm.commands.get(params.command)
-        if handler is None:
-            raise JsonRpcInvalidParams.of(
-                ValueError(
-                    f"unknown command {params.command!r}: lsp-agent offers "
-                    + ", ".join(names.COMMANDS)
-                )
-            )
-        _work_done_token.set(params.work_done_token)
-        return await handler(*(params.arguments or []))
-
-    @lsp_method(types.EXIT)
-    def lsp_exit(self, *args: Any) -> None:  # type: ignore[override]
-        """The editor says goodbye: the connection's loop ends the process (`connection.py`),
-        with code 0 after `shutdown` and 1 without, as the specification wants."""
-        self._server.leave()
-
-
-class LspPort:
-    """The agent core's `EditorPort`, spoken in LSP to the connected editor."""
-
-    def __init__(self, server: AgentServer) -> None:
-        self.server = server
-        self.progress: dict[str, types.ProgressToken] = {}
-        """Work-done tokens of running turns, by session id."""
-
-    async def read_document(self, path: Path) -> Document | None:
-        document = self.server.open_document(path)
-        if document is None:
-            return None
-        text = document.source
-        bom = text.startswith("\ufeff")
-        return Document(text[1:] if bom else text, document.version, bom)
-
-    async def propose_edit(self, proposal: EditProposal) -> EditOutcome:
-        server = self.server
-        capabilities = server.client_capabilities.workspace
-        if capabilities is not None and capabilities.apply_edit is False:
-            return EditOutcome(
-                False,
-                "this editor does not accept workspace/applyEdit, so edits cannot be shown",
-                failed=True,
-            )
-        missing = self._missing_operations(proposal)
-        if missing is not None:
-            return EditOutcome(
-                False, f"this editor cannot {missing} files over LSP", unsupported=True
-            )
-        pinned = []
-        for change in proposal.changes:
-            current = await self.read_document(change.path)
-            if current is not None and change.before is not None and current.text != change.before:
-                # The user typed after the edit was planned: positions would land wrong.
-                return EditOutcome(False, "the buffer changed before the edit was sent", stale=True)
-            pinned.append(replace(change, version=current.version if current else None))
-        proposal = replace(proposal, changes=tuple(pinned))
-        # Diffing a large rewrite takes a while: keep it off the event loop.
-        edit = await asyncio.to_thread(self._workspace_edit, proposal)
-        try:
-            result = await server.workspace_apply_edit_async(
-                types.ApplyWorkspaceEditParams(edit=edit, label=proposal.label)
-            )
-        except JsonRpcException as error:
-            return EditOutcome(False, f"the editor failed to apply the edit: {error}", failed=True)
-        if result.applied:
-            return EditOutcome(True)
-        for change in proposal.changes:
-            document = server.open_document(change.path)
-            now = document.version if document is not None else None
-            if change.version is not None and now != change.version:
-                return EditOutcome(False, result.failure_reason, stale=True)
-        return EditOutcome(False, result.failure_reason)
-
-    def _missing_operations(self, proposal: EditProposal) -> str | None:
-        """What the proposal needs that the client cannot do (`delete`, `create`), or None.
-
-        Only multi-file proposals insist on `create` support: a lone new file still reaches
-        clients without it as a text edit on the missing file, which editors create.
-        """
-        server = self.server
-        if any(change.after is None for change in proposal.changes) and not (
-            server.supports_document_changes and server.supports_delete
-        ):
-            return "delete"
-        creates = any(change.before is None for change in proposal.changes)
-        if creates and len(proposal.changes) > 1 and not server.supports_create:
-            return "create"
-        return None
-
-    def _workspace_edit(self, proposal: EditProposal) -> types.WorkspaceEdit:
-        server = self.server
-        encoding = server.position_encoding
-        annotated = server.supports_change_annotations and server.supports_document_changes
-        creates: list[Any] = []
-        document_changes: list[Any] = []
-        deletes: list[Any] = []
-        changes: dict[str, list[types.TextEdit]] = {}
-        for change in proposal.changes:
-            uri = change.path.as_uri()
-            if change.after is None:
-                # Only reached when the client supports deletes (`_missing_operations`).
-                deletes.append(types.DeleteFile(uri=uri, kind="delete"))
-                continue
-            planned = [
-                _text_edit(e, annotated)
-                for e in positions.text_edits(change.before or "", change.after, encoding)
-            ]
-            if server.supports_document_changes:
-                if change.before is None and server.supports_create:
-                    creates.append(types.CreateFile(uri=uri, kind="create"))
-                identifier = types.OptionalVersionedTextDocumentIdentifier(
-                    uri=uri, version=change.version
-                )
-                document_changes.append(types.TextDocumentEdit(identifier, list(planned)))
-            else:
-                changes[uri] = [_plain_edit(e) for e in planned]
-        if not server.supports_document_changes:
-            return types.WorkspaceEdit(changes=changes)
-        annotations = None
-        if annotated:
-            annotations = {
-                ANNOTATION_ID: types.ChangeAnnotation(
-                    label=proposal.label,
-                    needs_confirmation=proposal.needs_confirmation,
-                    description=proposal.description,
-                )
-            }
-        # Files are created before their text is edited in, and deleted last.
-        return types.WorkspaceEdit(
-            document_changes=creates + document_changes + deletes, change_annotations=annotations
-        )
-
-    async def ask_user(self, question: str, actions: Sequence[str]) -> str | None:
-        try:
-            answer = await self.server.window_show_message_request_async(
-                types.ShowMessageRequestParams(
-                    type=types.MessageType.Warning,
-                    message=question,
-                    actions=[types.MessageActionItem(title=a) for a in actions],
-                )
-            )
-        except JsonRpcException:
-            return None
-        return answer.title if answer is not None else None
-
-    def emit(self, event: dict[str, Any]) -> None:
-        # A compaction that is starting is news for `$/progress` only: the editors' event
-        # stream gets each layer's `compaction` event, with its figures, once it is done.
-        starting = event["kind"] == "compaction" and event.get("phase") == "started"
-        if not starting:
-            self.server.protocol.notify(names.EVENT, event)
-        token = self.progress.get(event["session"])
-        if token is None:
-            return
-        kind = event["kind"]
-        if kind == "tool":
-            message = f"{event['name']} …"
-        elif kind == "toolResult":
-            message = str(event["summary"])
-        elif kind == "edit":
-            message = ("applied " if event["applied"] else "rejected ") + event["uri"]
-        elif kind == "text":
-            message = "writing the answer…"
-        elif kind == "permission":
-            message = f"{event['name']}: {event['decision']}"
-        elif kind == "compaction":
-            message = (
-                "compacting"
-                if starting
-                else f"context {event['strategy']}: {event['before']} → {event['after']} tokens"
-            )
-        else:
-            return
-        self.server.work_done_progress.report(
-            token, types.WorkDoneProgressReport(message=message[:200], cancellable=True)
-        )
-
-    def log(self, message: str) -> None:
-        self.server.window_log_message(
-            types.LogMessageParams(type=types.MessageType.Log, message=message)
-        )
 
 
 class AgentServer(LanguageServer):
@@ -273,6 +72,8 @@ class AgentServer(LanguageServer):
         """Set once the tracker exists, or is known not to (no folder open, or it failed)."""
         self.editor_settings: dict[str, Any] = {}
         """`initializationOptions` merged with the `lspAgent` configuration section."""
+        self.client = ClientOptions()
+        """What the client said of itself in `initializationOptions.lspAgentClient`."""
         self.settings_ready = asyncio.Event()
         """Set once the first `workspace/configuration` answer (or its absence) is known."""
         self.tasks: set[asyncio.Task[Any]] = set()
@@ -286,10 +87,12 @@ class AgentServer(LanguageServer):
         self.shutdown_requested = False
         """The editor sent `shutdown` (perhaps not answered yet)."""
 
+    def attach(self, writer: Writer) -> None:
+        """Send what the server writes to `writer` (the connection's output)."""
+        self.protocol.set_writer(writer)
+
     def receive(self, message: Any) -> None:
         """Handle one message from the editor (parsed JSON, or a `ParseError`)."""
-        from lsp_agent.lsp.connection import ParseError
-
         if isinstance(message, ParseError):
             log.error("lsp-agent: a message from the editor is not JSON: %s", message.detail)
             self._send_error(None, -32700, f"Parse error: {message.detail}")
@@ -337,35 +140,6 @@ class AgentServer(LanguageServer):
         if isinstance(encoding, types.PositionEncodingKind):
             return str(encoding.value)
         return encoding or "utf-16"
-
-    @property
-    def supports_document_changes(self) -> bool:
-        """Versioned edits are understood: said outright, or implied by resource operations,
-        which only `documentChanges` can carry (Neovim advertises those alone)."""
-        edit = self._edit_capabilities
-        return bool(edit and (edit.document_changes or edit.resource_operations))
-
-    @property
-    def supports_create(self) -> bool:
-        edit = self._edit_capabilities
-        operations = (edit and edit.resource_operations) or []
-        return types.ResourceOperationKind.Create in operations
-
-    @property
-    def supports_delete(self) -> bool:
-        edit = self._edit_capabilities
-        operations = (edit and edit.resource_operations) or []
-        return types.ResourceOperationKind.Delete in operations
-
-    @property
-    def supports_change_annotations(self) -> bool:
-        edit = self._edit_capabilities
-        return bool(edit and edit.change_annotation_support)
-
-    @property
-    def _edit_capabilities(self) -> types.WorkspaceEditClientCapabilities | None:
-        workspace = self.client_capabilities.workspace
-        return workspace.workspace_edit if workspace is not None else None
 
     def run_task(self, coroutine: Coroutine[Any, Any, Any], what: str) -> asyncio.Task[Any]:
         """Start a background task that is kept alive and whose failure is logged."""
@@ -443,7 +217,8 @@ class AgentServer(LanguageServer):
         await self.tracker.start()
 
     def buffer_changed(self, uri: str) -> None:
-        """The editor opened or changed a buffer: the tracker hears of it."""
+        """The editor opened or changed a buffer: the tracker and edits waiting for it hear."""
+        self.port.buffer_changed()
         path = _buffer_path(uri)
         if self.tracker is None or path is None:
             return
@@ -458,20 +233,11 @@ class AgentServer(LanguageServer):
         await self.settings_ready.wait()
         await self.tracker_made.wait()
         if self.agent is None:
-            from lsp_agent.agent.sessions import Agent
-            from lsp_agent.session.store import SessionStore
-            from lsp_agent.tools.workspace import Workspace
+            from lsp_agent.agent.sessions import build_agent
 
             settings, _ = load_settings(self.editor_settings)
-            root = self.workspace_root()
-            workspace = Workspace(root, read_only=settings.read_only_paths)
-            self.agent = Agent(
-                settings,
-                workspace,
-                self.port,
-                SessionStore(root),
-                _provider,
-                tracker=self.tracker,
+            self.agent = build_agent(
+                settings, self.workspace_root(), self.port, tracker=self.tracker
             )
             await self.refresh_settings()
         return self.agent
@@ -481,40 +247,14 @@ def _is_request(message: Any) -> bool:
     return isinstance(message, dict) and "id" in message and "method" in message
 
 
-def _provider(settings: Settings) -> Provider:
-    from lsp_agent.model.provider import make_provider
-
-    return make_provider(
-        settings.provider, settings.base_url, settings.model or "", settings.api_key
-    )
-
-
 def _buffer_path(uri: str) -> Path | None:
     fs_path = to_fs_path(uri)
     return Path(fs_path) if fs_path else None
 
 
-def _plain_edit(edit: types.TextEdit | types.AnnotatedTextEdit) -> types.TextEdit:
-    return types.TextEdit(range=edit.range, new_text=edit.new_text)
-
-
-def _text_edit(
-    edit: positions.TextEdit, annotated: bool
-) -> types.TextEdit | types.AnnotatedTextEdit:
-    range_ = types.Range(
-        start=types.Position(line=edit.start_line, character=edit.start_character),
-        end=types.Position(line=edit.end_line, character=edit.end_character),
-    )
-    if annotated:
-        return types.AnnotatedTextEdit(
-            range=range_, new_text=edit.new_text, annotation_id=ANNOTATION_ID
-        )
-    return types.TextEdit(range=range_, new_text=edit.new_text)
-
-
 def selection_of(text: str, range_: Range, encoding: str, path: Path) -> Selection:
     """The selected text and its 1-based lines, from a range in the negotiated encoding."""
-    from lsp_agent.agent.sessions import Selection
+    from lsp_agent.agent.conversation import Selection
 
     start, end = range_.start, range_.end
     selected = positions.text_range(
@@ -533,6 +273,8 @@ def create_server() -> AgentServer:
         options = params.initialization_options
         if not isinstance(options, dict):
             return
+        ls.client = client_options(options.get(names.CLIENT_SECTION))
+        options = {k: v for k, v in options.items() if k != names.CLIENT_SECTION}
         section = options.get(names.SETTINGS_SECTION, options)
         if isinstance(section, dict):
             ls.editor_settings = dict(section)
@@ -592,8 +334,6 @@ def create_server() -> AgentServer:
     async def shutdown(params: None) -> None:
         """Cancel running turns so their transcripts record it, close the provider, stop
         watching; answered within the exit grace whatever a task is doing."""
-        from lsp_agent.lsp.connection import EXIT_GRACE_S
-
         try:
             await asyncio.wait_for(ls.close(), EXIT_GRACE_S)
         except asyncio.TimeoutError:
@@ -607,7 +347,7 @@ def create_server() -> AgentServer:
         selection = None
         if args.uri is not None:
             selection = await _selection(ls, agent, args.uri, args.range)
-        token = _work_done_token.get()
+        token = work_done_token.get()
         try:
             await agent.load(args.session)
         except UserError as error:
@@ -739,7 +479,7 @@ async def _selection(
     except ToolError as error:
         raise JsonRpcInvalidParams.of(ValueError(f"uri: {error.message}")) from None
     if range_ is None:
-        from lsp_agent.agent.sessions import Selection
+        from lsp_agent.agent.conversation import Selection
 
         return Selection(path)
     return selection_of(document.text, range_, ls.position_encoding, path)

@@ -1,8 +1,7 @@
 """The command line: `serve` for editors, `run` for a terminal, `doctor`, `sessions`.
 
-`TerminalPort` is the terminal's `EditorPort`: the answer streams to stdout, each edit is shown as a
-coloured unified diff and written to disk when the user says yes (or `--yes`). User mistakes get
-one line on stderr and a non-zero exit, never a traceback.
+User mistakes get one line on stderr and a non-zero exit, never a traceback. `lsp-agent run`'s
+editor is the terminal (`terminal/port.py`); `doctor` is in `terminal/doctor.py`.
 """
 
 from __future__ import annotations
@@ -11,154 +10,18 @@ import argparse
 import asyncio
 import logging
 import os
-import platform
-import shutil
 import signal
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from lsp_agent import __version__
 from lsp_agent.errors import UserError
-from lsp_agent.port import Document, EditOutcome, EditProposal
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_CANCELLED = 130
-
-
-class TerminalPort:
-    """The agent core's `EditorPort` in a terminal."""
-
-    def __init__(self, *, yes: bool, out: TextIO, err: TextIO, color: bool) -> None:
-        self.yes = yes
-        """Apply edits without asking."""
-        self.out = out
-        self.err = err
-        self.color = color
-        self._mid_line = False
-
-    async def read_document(self, path: Path) -> Document | None:
-        return None  # no editor buffers: everything is read from disk
-
-    async def propose_edit(self, proposal: EditProposal) -> EditOutcome:
-        from lsp_agent.text import unified_diff
-
-        self._end_line()
-        for change in proposal.changes:
-            rel = os.path.relpath(change.path)
-            diff = unified_diff(rel, change.before or "", change.after or "")
-            self.out.write(self._colour_diff(diff))
-        self.out.flush()
-        if not self.yes:
-            answer = await self._prompt(f"apply {proposal.description}? [y/N/reason] ")
-            if answer is None:
-                return EditOutcome(
-                    False, "no terminal to confirm the edit: run again with --yes to apply edits"
-                )
-            if answer.strip().lower() not in ("y", "yes"):
-                reason = answer.strip()
-                return EditOutcome(False, reason if reason.lower() not in ("", "n", "no") else None)
-        for change in proposal.changes:
-            current = await asyncio.to_thread(_read_text, change.path)
-            if current != change.before:
-                return EditOutcome(False, f"{change.path} changed on disk meanwhile", stale=True)
-        for change in proposal.changes:
-            if change.after is None:
-                await asyncio.to_thread(change.path.unlink, missing_ok=True)
-            else:
-                await asyncio.to_thread(_write_text, change.path, change.after, change.bom)
-        return EditOutcome(True)
-
-    async def ask_user(self, question: str, actions: Sequence[str]) -> str | None:
-        self._end_line()
-        choices = " / ".join(f"{i}) {a}" for i, a in enumerate(actions, 1))
-        answer = await self._prompt(f"{question}\n{choices}: ")
-        if answer is None:
-            return None
-        answer = answer.strip()
-        if answer.isdigit() and 1 <= int(answer) <= len(actions):
-            return actions[int(answer) - 1]
-        matches = [a for a in actions if a.lower() == answer.lower()]
-        return matches[0] if matches else None
-
-    def emit(self, event: dict[str, Any]) -> None:
-        kind = event["kind"]
-        if kind == "text":
-            self.out.write(event["text"])
-            self.out.flush()
-            self._mid_line = not event["text"].endswith("\n")
-        elif kind == "tool":
-            self._end_line()
-            self.err.write(self._dim(f"→ {event['name']} {_short(event['args'])}") + "\n")
-        elif kind == "toolResult":
-            mark = "✓" if event["ok"] else "✗"
-            self.err.write(self._dim(f"  {mark} {event['summary']}") + "\n")
-        elif kind == "permission" and event["decision"] == "deny":
-            self.err.write(self._dim(f"  ⊘ {event['name']} not run") + "\n")
-        elif kind == "status":
-            self._end_line()
-
-    def log(self, message: str) -> None:
-        logging.getLogger("lsp_agent").debug(message)
-
-    async def _prompt(self, question: str) -> str | None:
-        if not sys.stdin or not sys.stdin.isatty():
-            return None
-        self.err.write(question)
-        self.err.flush()
-        try:
-            return await asyncio.to_thread(sys.stdin.readline)
-        except (EOFError, OSError):
-            return None
-
-    def _end_line(self) -> None:
-        if self._mid_line:
-            self.out.write("\n")
-            self._mid_line = False
-
-    def _colour_diff(self, diff: str) -> str:
-        if not self.color:
-            return diff
-        lines = []
-        for line in diff.splitlines(keepends=True):
-            if line.startswith(("+++", "---")):
-                lines.append(f"\033[1m{line.rstrip(chr(10))}\033[0m\n")
-            elif line.startswith("+"):
-                lines.append(f"\033[32m{line.rstrip(chr(10))}\033[0m\n")
-            elif line.startswith("-"):
-                lines.append(f"\033[31m{line.rstrip(chr(10))}\033[0m\n")
-            elif line.startswith("@@"):
-                lines.append(f"\033[36m{line.rstrip(chr(10))}\033[0m\n")
-            else:
-                lines.append(line)
-        return "".join(lines)
-
-    def _dim(self, text: str) -> str:
-        return f"\033[2m{text}\033[0m" if self.color else text
-
-
-def _read_text(path: Path) -> str | None:
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        return None
-    return text[1:] if text.startswith("\ufeff") else text
-
-
-def _write_text(path: Path, text: str, bom: bool) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8"))
-
-
-def _short(args: Any) -> str:
-    if isinstance(args, dict):
-        keys = ("path", "pattern", "glob", "command")
-        text = " ".join(f"{k}={v!r}" for k, v in args.items() if k in keys)
-        return text or ""
-    return str(args)[:80]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -206,7 +69,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "run":
             return _run(args)
         if args.command == "doctor":
-            return asyncio.run(_doctor())
+            from lsp_agent.terminal.doctor import doctor
+
+            return asyncio.run(doctor())
         if args.command == "sessions":
             return _sessions(args.workspace)
     except UserError as error:
@@ -266,25 +131,17 @@ def _run(args: argparse.Namespace) -> int:
 async def _run_turn(
     root: Path, prompt: str, session_id: str | None, yes: bool, *, yes_commands: bool = False
 ) -> int:
-    from lsp_agent.agent.sessions import COMPLETED, FAILED, Agent
+    from lsp_agent.agent.sessions import build_agent
+    from lsp_agent.agent.turn import COMPLETED, FAILED, MAX_TURNS
     from lsp_agent.config import load_settings
-    from lsp_agent.model.provider import make_provider
-    from lsp_agent.session.store import SessionStore
-    from lsp_agent.tools.workspace import Workspace
+    from lsp_agent.terminal.port import TerminalPort
 
     settings, warnings = load_settings()
     for warning in warnings:
         print(f"lsp-agent: {warning}", file=sys.stderr)
     color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
     port = TerminalPort(yes=yes, out=sys.stdout, err=sys.stderr, color=color)
-    agent = Agent(
-        settings,
-        Workspace(root, read_only=settings.read_only_paths),
-        port,
-        SessionStore(root),
-        lambda s: make_provider(s.provider, s.base_url, s.model or "", s.api_key),
-        auto_approve=_auto_approved(yes, yes_commands),
-    )
+    agent = build_agent(settings, root, port, auto_approve=_auto_approved(yes, yes_commands))
     if settings.model is None:
         raise UserError(await _no_model_message(agent))
     session = agent.start(prompt, session_id)
@@ -304,7 +161,7 @@ async def _run_turn(
         return 0
     if result.error:
         print(f"lsp-agent: {result.error}", file=sys.stderr)
-    return EXIT_FAILED if result.status in (FAILED, "max_turns") else EXIT_CANCELLED
+    return EXIT_FAILED if result.status in (FAILED, MAX_TURNS) else EXIT_CANCELLED
 
 
 def _auto_approved(yes: bool, yes_commands: bool) -> frozenset[str]:
@@ -347,66 +204,3 @@ def _sessions(workspace: Path) -> int:
     for info in listed:
         print(f"{info.session}  {info.started}  {info.turns:>3} turns  {info.title}")
     return 0
-
-
-async def _doctor() -> int:
-    from lsp_agent.config import load_settings
-    from lsp_agent.model.provider import ProviderError, make_provider
-
-    failures = 0
-
-    def line(name: str, ok: bool, detail: str) -> None:
-        nonlocal failures
-        failures += 0 if ok else 1
-        print(f"{'ok ' if ok else 'BAD'}  {name:<10} {detail}")
-
-    line("python", sys.version_info >= (3, 10), f"{platform.python_version()} ({sys.executable})")
-    line("lsp-agent", True, __version__)
-    git = shutil.which("git")
-    line("git", git is not None, _version([git, "--version"]) if git else "not found on PATH")
-    from lsp_agent.tools.files import find_rg
-
-    try:
-        rg = find_rg()
-        line("ripgrep", True, f"{_version([rg, '--version'])} ({rg})")
-    except Exception as error:
-        line("ripgrep", False, str(error))
-    from lsp_agent.safety.sandbox import probe
-
-    sandbox = probe()
-    if sandbox.sandboxed:
-        line("sandbox", True, f"{sandbox.kind} ({sandbox.reason})")
-    else:
-        # Not a failure: commands still run, each one after the user says yes.
-        print(f"--   {'sandbox':<10} none: {sandbox.reason}; every command will be asked")
-    settings, warnings = load_settings()
-    for warning in warnings:
-        line("config", False, warning)
-    provider = make_provider(
-        settings.provider, settings.base_url, settings.model or "", settings.api_key
-    )
-    try:
-        models = await provider.list_models()
-        line("endpoint", True, f"{settings.base_url} answers ({len(models)} models)")
-        if settings.model is None:
-            line("model", False, "not set: set LSP_AGENT_MODEL or lspAgent.model")
-        elif models and settings.model not in models:
-            line("model", False, f"{settings.model} is not listed by {settings.base_url}")
-        else:
-            line("model", True, settings.model)
-    except ProviderError as error:
-        line("endpoint", False, error.message)
-    finally:
-        await provider.aclose()
-    print("config in effect:")
-    for key, entry in settings.describe().items():
-        print(f"     {key:<15} {entry['value']!s:<40} ({entry['source']})")
-    return EXIT_FAILED if failures else 0
-
-
-def _version(command: list[str]) -> str:
-    try:
-        out = subprocess.run(command, capture_output=True, text=True, timeout=10, check=False)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        return f"cannot run: {error}"
-    return out.stdout.splitlines()[0] if out.stdout else out.stderr.strip()

@@ -136,7 +136,10 @@ local function start(root)
     cmd = cmd,
     root_dir = root,
     workspace_folders = { { uri = vim.uri_from_fname(root), name = root } },
-    init_options = { [protocol.SETTINGS_SECTION] = M.settings() },
+    init_options = {
+      [protocol.SETTINGS_SECTION] = M.settings(),
+      [protocol.CLIENT_SECTION] = { events = true, showsAnswers = true },
+    },
     settings = { [protocol.SETTINGS_SECTION] = M.settings() },
     capabilities = capabilities(),
     handlers = handlers,

@@ -150,7 +150,10 @@ export class Server implements vscode.Disposable {
             outputChannel: this.log,
             traceOutputChannel: this.log,
             revealOutputChannelOn: RevealOutputChannelOn.Never,
-            initializationOptions: { [SETTINGS_SECTION]: serverSettings(folder.uri) },
+            initializationOptions: {
+                [SETTINGS_SECTION]: serverSettings(folder.uri),
+                lspAgentClient: { events: true, showsAnswers: true, settingName: 'lspAgent.%s' },
+            },
             middleware: {
                 workspace: {
                     configuration: (params, token, next) => this.configuration(params, token, next),

@@ -1,0 +1,111 @@
+"""A conversation in memory: its history, transcript and tools, the turn running on it, and
+what a turn is asked with and answers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lsp_agent.agent.instructions import Instructions
+from lsp_agent.context.history import ContextState
+from lsp_agent.context.reminder import FileChangeSource
+from lsp_agent.context.tokens import TokenMeter
+from lsp_agent.session.store import Transcript
+from lsp_agent.tools.belt import Toolbox
+from lsp_agent.tools.results import EditCounts
+from lsp_agent.tools.todo import Plan
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What the user was looking at when they asked: a file and a range of lines."""
+
+    path: Path
+    start_line: int = 0
+    """1-based, inclusive; 0 when the user pointed at the whole file."""
+    end_line: int = 0
+    text: str = ""
+
+
+@dataclass
+class TurnResult:
+    """The answer to `lspAgent.ask`."""
+
+    session: str
+    status: str
+    answer: str
+    edits: EditCounts
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The `lspAgent.ask` result shape of DESIGN §3."""
+        result: dict[str, Any] = {
+            "session": self.session,
+            "status": self.status,
+            "answer": self.answer,
+            "edits": {
+                "proposed": self.edits.proposed,
+                "applied": self.edits.applied,
+                "rejected": self.edits.rejected,
+            },
+        }
+        if self.error is not None:
+            result["error"] = self.error
+        return result
+
+
+@dataclass
+class Session:
+    """One conversation: its stored history, transcript, tools, and the turn running on it."""
+
+    transcript: Transcript
+    history: list[dict[str, Any]]
+    """Every stored message, system prompt first; what is sent is derived from it."""
+    toolbox: Toolbox
+    changes: FileChangeSource
+    """Files changed by someone else since the agent's last turn, for `<file_changes>`."""
+    meter: TokenMeter
+    """Tokens of the next request: last measured prompt plus an estimate of what came after."""
+    context: ContextState = field(default_factory=ContextState)
+    """Which stored messages are sent stubbed, dropped or replaced by a hand-off note."""
+    turns: int = 0
+    """Number of user prompts so far."""
+    task: asyncio.Task[TurnResult] | None = None
+    """The running turn, if any: one at a time per session."""
+    instructions: Instructions = field(default_factory=lambda: Instructions((), ""))
+    """The AGENTS.md files the system prompt was written with (their fingerprint, to tell
+    when one changed)."""
+
+    @property
+    def id(self) -> str:
+        return self.transcript.session_id
+
+    @property
+    def running(self) -> bool:
+        return self.task is not None and not self.task.done()
+
+    @property
+    def plan(self) -> Plan:
+        """The model's plan (the `todo` tool), shown in the reminder."""
+        return self.toolbox.plan
+
+    @property
+    def context_tokens(self) -> int:
+        """Estimated tokens of the next request."""
+        return self.meter.context_tokens
+
+    def append(self, message: dict[str, Any]) -> None:
+        """Store a message: in the history (what is sent derives from it) and the transcript."""
+        self.history.append(message)
+        self.meter.added(message)
+        self.transcript.append({"type": "message", "turn": self.turns, "message": message})
+
+    async def snapshot(self, log: Callable[[str], None]) -> None:
+        """Remember the tree as the turn leaves it, for the next turn's `<file_changes>`."""
+        try:
+            await self.changes.snapshot()
+        except Exception as error:  # a missing git must not turn a finished turn into a crash
+            log(f"file-change snapshot failed: {error!r}")

@@ -1,0 +1,362 @@
+"""One turn: the user's message, then model call → tool calls → results → … → the answer.
+
+`Turn.run()` repeats `step()` — call the model, run the tools it asked for — until the model
+answers without calling a tool. Every way out of the loop is an exception caught in one place
+(`run`): `TurnEnded` carries a status (`completed`, `failed`, `max_turns`), a cancel arrives as
+`CancelledError`, a broken endpoint as `ProviderError`, a bug of ours as anything else. Each ends
+the same way: the transcript says how the turn ended, the editor gets a `status` event, the `ask`
+gets a `TurnResult`. What belongs to the turn (its number, its edit counts, review or auto, the
+text streamed so far, the tool calls not yet answered) lives here and is handed to the tools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import traceback
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from lsp_agent.agent.conversation import Selection, Session, TurnResult
+from lsp_agent.agent.instructions import changed_note
+from lsp_agent.config import Settings
+from lsp_agent.context.history import ContextEvent, before_call, build_request, end_of_turn
+from lsp_agent.context.reminder import reminder_message
+from lsp_agent.model.provider import TOOL_MODELS, Provider, ProviderError, Reply, ToolCall, Usage
+from lsp_agent.port import EditorPort
+from lsp_agent.tools.belt import TurnState
+from lsp_agent.tools.results import EditCounts, ToolResult
+from lsp_agent.tools.textcalls import looks_like_tool_call, text_tool_call
+from lsp_agent.tools.workspace import Workspace
+
+
+class TurnHost(Protocol):
+    """What a turn uses of the agent that runs it (`sessions.Agent`); read at each step, since
+    the editor's settings may change meanwhile."""
+
+    settings: Settings
+    port: EditorPort
+    workspace: Workspace
+    home: Path | None
+
+    @property
+    def provider(self) -> Provider: ...
+
+
+COMPLETED = "completed"
+CANCELLED = "cancelled"
+FAILED = "failed"
+MAX_TURNS = "max_turns"
+
+IMITATIONS_ALLOWED = 1
+"""Replies that imitate a tool call in text (and are not one) the model is corrected for in a
+turn; the next one ends the turn with the capability message."""
+
+IMITATION_CORRECTION = (
+    "[lsp-agent] Your last reply looks like a tool call written as text, and it could not be "
+    "run (unknown tool, wrong arguments, or more than one call). Call tools through the tool "
+    "calling interface with arguments that match their schema; do not write calls as text."
+)
+"""What the model is told after a broken imitation of a tool call."""
+
+
+class TurnEnded(Exception):
+    """Leaving the loop: how the turn ended and, when it did not complete, why."""
+
+    def __init__(self, status: str, error: str | None = None, answer: str | None = None) -> None:
+        super().__init__(status)
+        self.status = status
+        self.error = error
+        self.answer = answer
+        """The answer to give instead of the model's last text (max_turns says why it stopped)."""
+
+
+class Turn:
+    """One `ask` on one session."""
+
+    def __init__(
+        self,
+        agent: TurnHost,
+        session: Session,
+        prompt: str,
+        selection: Selection | None,
+        *,
+        review: bool,
+    ) -> None:
+        self.agent = agent
+        self.session = session
+        self.prompt = prompt
+        self.selection = selection
+        session.turns += 1
+        self.number = session.turns
+        """1-based, counted over the session's life."""
+        self.tools = TurnState(review, EditCounts(), self.emit)
+        """What the tools get from this turn: review or auto, the edit counts, the events."""
+        self.answer = ""
+        """The model's last text: the answer when the turn ends."""
+        self.streamed: list[str] = []
+        """Text chunks of the reply being streamed (what a cancel keeps)."""
+        self.pending: list[ToolCall] = []
+        """Tool calls of the last reply not yet answered in the history."""
+        self.imitations = 0
+        """Replies so far that imitated a tool call in text."""
+
+    def emit(self, kind: str, **fields: Any) -> None:
+        """One step of the turn, for the editor (`lspAgent/event`)."""
+        event = {"session": self.session.id, "turn": self.number, "kind": kind, **fields}
+        self.agent.port.emit(event)
+
+    async def run(self) -> TurnResult:
+        """Run the turn to its end; never raises (a cancel, too, ends with a result)."""
+        session = self.session
+        status, error = COMPLETED, None
+        try:
+            self._announce()
+            session.append({"role": "user", "content": self._user_text()})
+            for _ in range(self.agent.settings.max_turns):
+                await self.step()
+            await self._decide(end_of_turn)
+            note = (
+                f"stopped after {self.agent.settings.max_turns} model calls (maxTurns); "
+                "ask again to continue"
+            )
+            raise TurnEnded(MAX_TURNS, note, self.answer or note)
+        except TurnEnded as ended:
+            status, error = ended.status, ended.error
+            if ended.answer is not None:
+                self.answer = ended.answer
+        except asyncio.CancelledError:
+            self._close_pending("cancelled by the user before this tool finished")
+            partial = "".join(self.streamed)
+            session.transcript.append(
+                {"type": "event", "kind": "cancelled", "turn": self.number, "partial": partial}
+            )
+            status, self.answer = CANCELLED, partial or self.answer
+        except ProviderError as failure:
+            self._close_pending("not run: the model endpoint failed")
+            status, error = FAILED, failure.message
+        except Exception as bug:  # a bug of ours: the user gets a sentence, the log the trace
+            self.agent.port.log("".join(traceback.format_exception(bug)))
+            self._close_pending("not run: lsp-agent hit an internal error")
+            status, error = FAILED, f"internal error in lsp-agent: {bug!r}; see the log"
+        finally:
+            session.toolbox.end_turn()
+        return await self._finish(status, error)
+
+    async def step(self) -> None:
+        """Call the model once and run the tools it asks for; `TurnEnded` when it is done."""
+        self.streamed.clear()
+        await self._decide(before_call)
+        reply = await self._call_model()
+        session = self.session
+        schemas = session.toolbox.schemas()
+        if not reply.tool_calls and reply.text:
+            reply = self._text_call(reply, schemas)
+        self.pending = list(reply.tool_calls)
+        session.append(reply.message())
+        if reply.text:
+            self.answer = reply.text
+        if not reply.tool_calls and _imitates_a_call(reply.text, schemas):
+            self.imitations += 1
+            if self.imitations > IMITATIONS_ALLOWED:
+                await self._decide(end_of_turn)
+                raise TurnEnded(FAILED, self._cannot_call_tools())
+            session.append({"role": "user", "content": IMITATION_CORRECTION})
+            return
+        if not reply.tool_calls:
+            await self._decide(end_of_turn)
+            raise TurnEnded(COMPLETED)
+        while self.pending:
+            await self._run_tool(self.pending[0])
+            self.pending.pop(0)
+
+    async def _call_model(self) -> Reply:
+        session, agent = self.session, self.agent
+        view = build_request(session.history, session.context)
+        if session.toolbox.skills is not None:
+            # A skill whose load_skill call a layer dropped or compacted locks again.
+            session.toolbox.skills.relock_from(view)
+        note = await asyncio.to_thread(
+            changed_note, session.instructions, agent.workspace.root, agent.home
+        )
+        reminder = await reminder_message(
+            agent.workspace.root,
+            todos=session.plan.items,
+            file_changes=await session.changes.changes(),
+            notes=[note] if note else [],
+        )
+
+        def on_text(chunk: str) -> None:
+            self.streamed.append(chunk)
+            self.emit("text", text=chunk)
+
+        schemas = session.toolbox.schemas()
+        reply = await agent.provider.complete([*view, reminder], schemas, on_text)
+        self._measure(reply.usage)
+        return reply
+
+    async def _run_tool(self, call: ToolCall) -> None:
+        """Run one tool call and store its result; a crash of ours becomes a result the model
+        can work around."""
+        self.emit("tool", name=call.name, args=_display_args(call.arguments))
+        try:
+            result = await self.session.toolbox.run(call.name, call.arguments, self.tools)
+        except asyncio.CancelledError:
+            raise
+        except Exception as bug:
+            self.agent.port.log("".join(traceback.format_exception(bug)))
+            text = (
+                f"error: the {call.name} tool crashed ({type(bug).__name__}: {bug}). "
+                "This is a bug in lsp-agent, not in your call; try another way."
+            )
+            result = ToolResult(text=text, ok=False, summary=text[:200], reason="crash")
+        if result.permission is not None:
+            self.emit("permission", **result.permission)
+        self.emit("toolResult", name=call.name, ok=result.ok, summary=result.summary)
+        for path, applied in result.edits:
+            self.emit("edit", uri=path.as_uri(), applied=applied)
+        self.session.append(_tool_message(call, result.text))
+
+    async def _decide(self, point: Callable[..., Any]) -> None:
+        """A context decision point (before a call, at the end of the turn)."""
+        session, agent = self.session, self.agent
+
+        def compacting(_: str) -> None:
+            # Only `$/progress` shows a compaction starting; its figures come when it is done.
+            self.emit("compaction", strategy="compact", phase="started")
+
+        session.context, events = await point(
+            session.history,
+            session.context,
+            agent.settings,
+            agent.provider,
+            session.meter,
+            progress=compacting,
+        )
+        self._record(events)
+
+    def _record(self, events: list[ContextEvent]) -> None:
+        """Keep each context decision in the transcript (resume rebuilds the state from the
+        last one) and show it to the editor."""
+        for event in events:
+            self.session.transcript.append(event.record())
+            self.emit("compaction", **event.notification())
+
+    def _announce(self) -> None:
+        """The turn's first event: what it answers, and whether it continues a conversation."""
+        earlier = self.number - 1
+        message = ""
+        if earlier:
+            message = (
+                f"continuing session {self.session.id} ({earlier} earlier "
+                f"turn{'s' if earlier != 1 else ''}); start a new session for a fresh one"
+            )
+        self.emit(
+            "start", prompt=self.prompt, continuing=bool(earlier), turns=earlier, message=message
+        )
+
+    def _measure(self, usage: Usage) -> None:
+        session, settings = self.session, self.agent.settings
+        session.meter.measured(usage)
+        session.transcript.append(
+            {
+                "type": "event",
+                "kind": "usage",
+                "prompt_tokens": usage.prompt_tokens,
+                "completion_tokens": usage.completion_tokens,
+                "cached_tokens": usage.cached_tokens,
+                "estimated": usage.estimated,
+            }
+        )
+        self.emit(
+            "usage",
+            inputTokens=usage.prompt_tokens,
+            cachedTokens=usage.cached_tokens or 0,
+            outputTokens=usage.completion_tokens,
+            contextTokens=session.meter.context_tokens,
+            contextWindow=settings.context_window,
+        )
+
+    def _close_pending(self, why: str) -> None:
+        """Answer tool calls that will never run, so the stored history stays valid."""
+        for call in self.pending:
+            self.session.append(_tool_message(call, f"error: {why}"))
+        self.pending.clear()
+
+    async def _finish(self, status: str, error: str | None) -> TurnResult:
+        session = self.session
+        # The snapshot comes before the status event: editors take that event as the end.
+        await session.snapshot(self.agent.port.log)
+        session.transcript.append(
+            {"type": "turn", "turn": self.number, "status": status, "error": error}
+        )
+        self.emit("status", status=status, **({"error": error} if error else {}))
+        return TurnResult(session.id, status, self.answer, self.tools.counts, error)
+
+    def _user_text(self) -> str:
+        selection = self.selection
+        if selection is None:
+            return self.prompt
+        rel = self.agent.workspace.relative(selection.path)
+        if selection.start_line == 0:
+            return f"{self.prompt}\n\nThe user is looking at {rel}."
+        lines = (
+            f"line {selection.start_line}"
+            if selection.start_line == selection.end_line
+            else f"lines {selection.start_line}-{selection.end_line}"
+        )
+        return (
+            f"{self.prompt}\n\nThe user is looking at {rel}, {lines}:\n```\n{selection.text}\n```"
+        )
+
+    def _text_call(self, reply: Reply, schemas: list[dict[str, Any]]) -> Reply:
+        """A reply that is exactly one tool call written as text (small local models do that)
+        becomes that call; the transcript keeps the text it came from."""
+        session = self.session
+        call_id = f"text_call_{session.id[-8:]}_{len(session.history)}"
+        call = text_tool_call(reply.text, schemas, call_id=call_id)
+        if call is None:
+            return reply
+        session.transcript.append(
+            {
+                "type": "event",
+                "kind": "text_tool_call",
+                "turn": self.number,
+                "name": call.name,
+                "text": reply.text,
+            }
+        )
+        return replace(reply, text="", tool_calls=(call,))
+
+    def _cannot_call_tools(self) -> str:
+        model = self.agent.settings.model or "the model"
+        return (
+            f"{model} cannot call tools: it wrote {self.imitations} tool calls as text that "
+            f"could not be run. Use a model with tool calling, e.g. {TOOL_MODELS} on Ollama, or "
+            "start llama.cpp's llama-server with --jinja, and set lspAgent.model."
+        )
+
+
+def _imitates_a_call(text: str, schemas: list[dict[str, Any]]) -> bool:
+    names = [schema["function"]["name"] for schema in schemas]
+    return bool(text) and looks_like_tool_call(text, names)
+
+
+def _tool_message(call: ToolCall, text: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call.id, "content": text}
+
+
+def _display_args(arguments: str) -> Any:
+    """The call's arguments for the editor's event stream: parsed when possible, shortened."""
+    try:
+        value: Any = json.loads(arguments)
+    except json.JSONDecodeError:
+        return arguments[:500]
+    if isinstance(value, dict):
+        return {
+            k: (v[:500] + "…" if isinstance(v, str) and len(v) > 500 else v)
+            for k, v in value.items()
+        }
+    return value

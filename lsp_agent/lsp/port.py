@@ -1,0 +1,278 @@
+"""The agent core's `EditorPort`, spoken in LSP to the connected editor.
+
+Proposals become `workspace/applyEdit` (the `WorkspaceEdit` is a pure function of the proposal
+and the client's capabilities: `workspace_edit`), questions `window/showMessageRequest`, events
+`lspAgent/event` (to clients that asked for them) and `$/progress`. A request the turn stops
+waiting for (a cancel, a question's time limit) is withdrawn with `$/cancelRequest`, and a late
+answer to it is dropped quietly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+
+from lsp_agent.lsp import names, positions
+from lsp_agent.port import Document, EditOutcome, EditProposal, wait_until
+
+if TYPE_CHECKING:
+    from lsp_agent.lsp.server import AgentServer
+
+ANNOTATION_ID = "lsp-agent"
+
+
+@dataclass(frozen=True)
+class EditCapabilities:
+    """What the client can take in a `WorkspaceEdit`."""
+
+    document_changes: bool = False
+    """Versioned edits (`documentChanges`): said outright, or implied by resource operations,
+    which only `documentChanges` can carry (Neovim advertises those alone)."""
+    create: bool = False
+    delete: bool = False
+    annotations: bool = False
+    """`changeAnnotationSupport`."""
+
+    @classmethod
+    def of(cls, capabilities: types.ClientCapabilities) -> EditCapabilities:
+        workspace = capabilities.workspace
+        edit = workspace.workspace_edit if workspace is not None else None
+        if edit is None:
+            return cls()
+        operations = edit.resource_operations or []
+        return cls(
+            document_changes=bool(edit.document_changes or edit.resource_operations),
+            create=types.ResourceOperationKind.Create in operations,
+            delete=types.ResourceOperationKind.Delete in operations,
+            annotations=bool(edit.change_annotation_support),
+        )
+
+
+def missing_operation(proposal: EditProposal, caps: EditCapabilities) -> str | None:
+    """What the proposal needs that the client cannot do (`delete`, `create`), or None.
+
+    Only multi-file proposals insist on `create` support: a lone new file still reaches clients
+    without it as a text edit on the missing file, which editors create.
+    """
+    if any(change.after is None for change in proposal.changes) and not (
+        caps.document_changes and caps.delete
+    ):
+        return "delete"
+    creates = any(change.before is None for change in proposal.changes)
+    if creates and len(proposal.changes) > 1 and not caps.create:
+        return "create"
+    return None
+
+
+def workspace_edit(
+    proposal: EditProposal, caps: EditCapabilities, encoding: str
+) -> types.WorkspaceEdit:
+    """The `WorkspaceEdit` of a proposal for a client with `caps`: minimal text edits in the
+    negotiated position `encoding`, versioned and annotated where the client understands it."""
+    annotated = caps.annotations and caps.document_changes
+    creates: list[Any] = []
+    document_changes: list[Any] = []
+    deletes: list[Any] = []
+    changes: dict[str, list[types.TextEdit]] = {}
+    for change in proposal.changes:
+        uri = change.path.as_uri()
+        if change.after is None:
+            # Only reached when the client supports deletes (`missing_operation`).
+            deletes.append(types.DeleteFile(uri=uri, kind="delete"))
+            continue
+        planned = [
+            _text_edit(edit, annotated)
+            for edit in positions.text_edits(change.before or "", change.after, encoding)
+        ]
+        if caps.document_changes:
+            if change.before is None and caps.create:
+                creates.append(types.CreateFile(uri=uri, kind="create"))
+            identifier = types.OptionalVersionedTextDocumentIdentifier(
+                uri=uri, version=change.version
+            )
+            document_changes.append(types.TextDocumentEdit(identifier, list(planned)))
+        else:
+            changes[uri] = [types.TextEdit(range=e.range, new_text=e.new_text) for e in planned]
+    if not caps.document_changes:
+        return types.WorkspaceEdit(changes=changes)
+    annotations = None
+    if annotated:
+        annotations = {
+            ANNOTATION_ID: types.ChangeAnnotation(
+                label=proposal.label,
+                needs_confirmation=proposal.needs_confirmation,
+                description=proposal.description,
+            )
+        }
+    # Files are created before their text is edited in, and deleted last.
+    return types.WorkspaceEdit(
+        document_changes=creates + document_changes + deletes, change_annotations=annotations
+    )
+
+
+def _text_edit(
+    edit: positions.TextEdit, annotated: bool
+) -> types.TextEdit | types.AnnotatedTextEdit:
+    range_ = types.Range(
+        start=types.Position(line=edit.start_line, character=edit.start_character),
+        end=types.Position(line=edit.end_line, character=edit.end_character),
+    )
+    if annotated:
+        return types.AnnotatedTextEdit(
+            range=range_, new_text=edit.new_text, annotation_id=ANNOTATION_ID
+        )
+    return types.TextEdit(range=range_, new_text=edit.new_text)
+
+
+class LspPort:
+    """The agent core's `EditorPort` over one LSP connection."""
+
+    def __init__(self, server: AgentServer) -> None:
+        self.server = server
+        self.progress: dict[str, types.ProgressToken] = {}
+        """Work-done tokens of running turns, by session id."""
+        self._ids = itertools.count(1)
+        self._changed = asyncio.Event()
+        """Set (and replaced) whenever the editor opens or changes a buffer."""
+
+    async def read_document(self, path: Path) -> Document | None:
+        document = self.server.open_document(path)
+        if document is None:
+            return None
+        text = document.source
+        bom = text.startswith("\ufeff")
+        return Document(text[1:] if bom else text, document.version, bom)
+
+    def buffer_changed(self) -> None:
+        """The editor opened or changed a buffer: wake whoever waits for one."""
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def buffer_after(self, path: Path, version: int, timeout: float) -> Document | None:
+        def newer() -> bool:
+            document = self.server.open_document(path)
+            return document is not None and (document.version is None or document.version > version)
+
+        if not await wait_until(newer, lambda: self._changed, timeout):
+            return None
+        return await self.read_document(path)
+
+    async def propose_edit(self, proposal: EditProposal) -> EditOutcome:
+        server = self.server
+        capabilities = server.client_capabilities.workspace
+        if capabilities is not None and capabilities.apply_edit is False:
+            return EditOutcome(
+                False,
+                "this editor does not accept workspace/applyEdit, so edits cannot be shown",
+                failed=True,
+            )
+        caps = EditCapabilities.of(server.client_capabilities)
+        missing = missing_operation(proposal, caps)
+        if missing is not None:
+            return EditOutcome(
+                False, f"this editor cannot {missing} files over LSP", unsupported=True
+            )
+        # Diffing a large rewrite takes a while: keep it off the event loop.
+        edit = await asyncio.to_thread(workspace_edit, proposal, caps, server.position_encoding)
+        if self._moved_on(proposal):
+            # The user typed while the edit was being built: its positions would land wrong.
+            return EditOutcome(False, "the buffer changed before the edit was sent", stale=True)
+        try:
+            result = await self._request(
+                types.WORKSPACE_APPLY_EDIT,
+                types.ApplyWorkspaceEditParams(edit=edit, label=proposal.label),
+            )
+        except JsonRpcException as error:
+            return EditOutcome(False, f"the editor failed to apply the edit: {error}", failed=True)
+        if result.applied:
+            return EditOutcome(True)
+        if self._moved_on(proposal):
+            return EditOutcome(False, result.failure_reason, stale=True)
+        return EditOutcome(False, result.failure_reason)
+
+    def _moved_on(self, proposal: EditProposal) -> bool:
+        """Whether a buffer the proposal is pinned to has a newer version now."""
+        for change in proposal.changes:
+            if change.version is None:
+                continue
+            document = self.server.open_document(change.path)
+            if document is not None and document.version != change.version:
+                return True
+        return False
+
+    async def ask_user(self, question: str, actions: Sequence[str]) -> str | None:
+        try:
+            answer = await self._request(
+                types.WINDOW_SHOW_MESSAGE_REQUEST,
+                types.ShowMessageRequestParams(
+                    type=types.MessageType.Warning,
+                    message=question,
+                    actions=[types.MessageActionItem(title=a) for a in actions],
+                ),
+            )
+        except JsonRpcException:
+            return None
+        return answer.title if answer is not None else None
+
+    async def _request(self, method: str, params: Any) -> Any:
+        """Send a request to the editor; when the turn stops waiting for it, withdraw it."""
+        protocol = self.server.protocol
+        msg_id = f"lsp-agent-{next(self._ids)}"
+        future = protocol.send_request_async(method, params, msg_id=msg_id)
+        try:
+            return await future
+        except asyncio.CancelledError:
+            # A late answer then finds no waiter and is dropped with a log line, never shown.
+            protocol._request_futures.pop(msg_id, None)
+            protocol._result_types.pop(msg_id, None)
+            protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
+            raise
+
+    def emit(self, event: dict[str, Any]) -> None:
+        # A compaction that is starting is news for `$/progress` only: the editors' event
+        # stream gets each layer's `compaction` event, with its figures, once it is done.
+        starting = event["kind"] == "compaction" and event.get("phase") == "started"
+        if not starting and self.server.client.events:
+            self.server.protocol.notify(names.EVENT, event)
+        token = self.progress.get(event["session"])
+        if token is None:
+            return
+        message = progress_message(event)
+        if message is not None:
+            self.server.work_done_progress.report(
+                token, types.WorkDoneProgressReport(message=message[:200], cancellable=True)
+            )
+
+    def log(self, message: str) -> None:
+        self.server.window_log_message(
+            types.LogMessageParams(type=types.MessageType.Log, message=message)
+        )
+
+
+def progress_message(event: dict[str, Any]) -> str | None:
+    """The `$/progress` report of one turn event; None for events progress does not show."""
+    kind = event["kind"]
+    if kind == "tool":
+        return f"{event['name']} …"
+    if kind == "toolResult":
+        return str(event["summary"])
+    if kind == "edit":
+        return ("applied " if event["applied"] else "rejected ") + str(event["uri"])
+    if kind == "text":
+        return "writing the answer…"
+    if kind == "permission":
+        return f"{event['name']}: {event['decision']}"
+    if kind == "question" and event.get("state") == "open":
+        return "waiting for your answer to a question"
+    if kind == "compaction":
+        if event.get("phase") == "started":
+            return "compacting"
+        return f"context {event['strategy']}: {event['before']} → {event['after']} tokens"
+    return None

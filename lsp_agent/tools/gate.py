@@ -1,0 +1,165 @@
+"""The permission gate every tool call passes: allow, ask the user, or deny.
+
+`safety.permissions.decide` judges the call in code; the gate turns an `ask` into a question to the
+user through the editor port, with a time limit (`questionTimeout`): no answer by then counts as
+Deny, and so does a dismissed question or a client that cannot ask. While a question is open the
+turn's events say so (`question`: open, then answered, timedOut or withdrawn); a question the
+turn no longer waits for (cancelled, timed out) is withdrawn from the editor by the port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from lsp_agent.config import Settings
+from lsp_agent.errors import ToolError
+from lsp_agent.port import EditorPort
+from lsp_agent.safety import permissions
+from lsp_agent.safety.sandbox import Sandbox
+
+_STRICTNESS = {permissions.ALLOW: 0, permissions.ASK: 1, permissions.DENY: 2}
+
+Emit = Callable[..., None]
+"""Reports one step of the turn: `emit(kind, **fields)`."""
+
+
+class Denied(ToolError):
+    """The call must not run; carries the `permission` event to report."""
+
+    def __init__(self, message: str, event: dict[str, Any]) -> None:
+        super().__init__(message, reason="denied")
+        self.event = event
+
+
+class Gate:
+    """Decides one session's tool calls, and asks its user when the rules say `ask`."""
+
+    def __init__(
+        self,
+        root: Path,
+        port: EditorPort,
+        settings: Callable[[], Settings],
+        sandbox: Sandbox,
+        *,
+        auto_approve: frozenset[str] = frozenset(),
+    ) -> None:
+        self.root = root
+        """The workspace folder the rules judge paths from."""
+        self.port = port
+        self.settings = settings
+        """The settings in effect (rules, question time limit), read at each call."""
+        self.sandbox = sandbox
+        """Where commands run: without a working sandbox every command is asked."""
+        self.auto_approve = auto_approve
+        """Tools whose `ask` is answered Allow without asking (the CLI's --yes, --yes-commands);
+        never for a command that would run unsandboxed."""
+        self.session_rules = permissions.SessionRules()
+        """What the user allowed for this session (`Allow for this session`)."""
+        self._questions = itertools.count(1)
+
+    async def permit(
+        self,
+        name: str,
+        subjects: Sequence[Mapping[str, Any]],
+        what: str,
+        *,
+        readable: Sequence[Path],
+        emit: Emit,
+    ) -> dict[str, Any] | None:
+        """Decide a call on `subjects` (one per file a patch touches; the strictest wins).
+
+        Returns the `permission` event when the user was asked (None when allowed outright);
+        raises `Denied` when it must not run. `what` names the call in the question.
+        """
+        settings = self.settings()
+        rules = [permissions.Rule.from_setting(raw) for raw in settings.permissions]
+        sandboxed = True
+        if name == "bash":
+            # The first call probes the machine with a real sandboxed command: off the loop.
+            sandbox = self.sandbox
+            sandboxed = (await asyncio.to_thread(lambda: sandbox.availability)).sandboxed
+        verdicts = [
+            permissions.decide(
+                name,
+                subject,
+                rules=rules,
+                session=self.session_rules,
+                root=self.root,
+                sandboxed=sandboxed,
+                readable=readable,
+            )
+            for subject in subjects
+        ]
+        verdict = max(verdicts, key=lambda v: _STRICTNESS[v.decision])
+        if verdict.decision == permissions.ALLOW:
+            return None
+        if verdict.decision == permissions.DENY:
+            raise Denied(
+                f"refused by policy: {what} ({verdict.reason}). Nothing ran. Do not retry it in "
+                "another form; find another way, or tell the user what you need.",
+                {"name": name, "decision": "deny", "asked": False, "reason": verdict.reason},
+            )
+        if name in self.auto_approve and sandboxed:
+            return {"name": name, "decision": "allow", "asked": False, "reason": verdict.reason}
+        answer, unanswered = await self._ask(
+            name, _question(name, what, verdict.reason, sandboxed), settings, emit
+        )
+        if answer == permissions.ANSWER_SESSION:
+            for asked in verdicts:
+                if asked.decision == permissions.ASK:
+                    self.session_rules.allow(name, asked.shape)
+        if answer in (permissions.ANSWER_ALLOW, permissions.ANSWER_SESSION):
+            scope = "session" if answer == permissions.ANSWER_SESSION else "once"
+            return {"name": name, "decision": "allow", "asked": True, "scope": scope}
+        why = unanswered or "the user denied it"
+        raise Denied(
+            f"not run: {what} needs the user's approval and {why}. Nothing ran. Do not retry "
+            "it; continue without it, or ask the user in your answer.",
+            {"name": name, "decision": "deny", "asked": True},
+        )
+
+    async def _ask(
+        self, name: str, text: str, settings: Settings, emit: Emit
+    ) -> tuple[str | None, str | None]:
+        """Ask the user; the answer, and why there is none when there is none."""
+        limit = settings.question_timeout
+        question = f"q{next(self._questions)}"
+        actions = list(permissions.ANSWERS)
+        emit(
+            "question",
+            id=question,
+            state="open",
+            name=name,
+            text=text,
+            actions=actions,
+            timeoutSeconds=limit,
+        )
+        try:
+            answer = await asyncio.wait_for(self.port.ask_user(text, actions), limit)
+        except asyncio.TimeoutError:
+            emit("question", id=question, state="timedOut", name=name)
+            return None, f"nobody answered the question within {limit:g} s"
+        except asyncio.CancelledError:
+            emit("question", id=question, state="withdrawn", name=name)
+            raise
+        if answer not in actions:
+            emit("question", id=question, state="answered", name=name, answer=None)
+            return None, "nobody answered the question (it was dismissed)"
+        emit("question", id=question, state="answered", name=name, answer=answer)
+        return answer, None
+
+
+def _question(name: str, what: str, reason: str, sandboxed: bool) -> str:
+    """The `window/showMessageRequest` text for an `ask`."""
+    if name == "bash" and not sandboxed:
+        return (
+            f"lsp-agent wants to run {what} UNSANDBOXED: no sandbox is available on this "
+            f"machine, so it could change or read anything you can. ({reason})"
+        )
+    if name == "bash":
+        return f"lsp-agent wants to run {what} in the sandbox: {reason}."
+    return f"lsp-agent wants to use {what}: {reason}."

@@ -1,0 +1,41 @@
+"""What a tool call gives back: text for the model, and facts for the editor's event stream."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lsp_agent.context.cap import Excerpt
+
+
+@dataclass
+class ToolResult:
+    """What a tool call produced, for the model and for the editor's event stream."""
+
+    text: str
+    ok: bool
+    summary: str
+    reason: str | None = None
+    """For failures: the `ToolError` reason (`not_found`, `stale`, `rejected`, ...)."""
+    edits: tuple[tuple[Path, bool], ...] = ()
+    """For edit tools that reached the editor: each file and whether it was applied."""
+    source: str | None = None
+    """Set when `text` is outside text (a file, search hits): where it came from. The toolbox
+    caps it and marks it `<untrusted source=…>`."""
+    output: Excerpt | None = None
+    """Command output, already capped as it streamed; shown after `text`, marked untrusted."""
+    permission: dict[str, Any] | None = None
+    """The `permission` event of this call (`name`, `decision`, ...), when it was asked or
+    denied."""
+    paths: tuple[str, ...] = ()
+    """For edit tools: the workspace-relative files the call touched or tried to."""
+
+
+@dataclass
+class EditCounts:
+    """Edits of one `ask`, as reported in its result."""
+
+    proposed: int = 0
+    applied: int = 0
+    rejected: int = 0
