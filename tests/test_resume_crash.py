@@ -10,7 +10,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from lsp_agent.session.store import INTERRUPTED
+from lsp_agent.session.transcript import INTERRUPTED
 from tests.conftest import settings_for
 from tests.editor import Editor, start_editor
 from tests.fake_model import ScriptedModel, reply, tool_call

@@ -17,14 +17,13 @@ import pytest
 
 from lsp_agent.errors import UserError
 from lsp_agent.session.store import (
-    INTERRUPTED,
     STATE_DIR_ENV,
     InvalidSessionIdError,
     SessionStore,
-    Transcript,
     UnknownSessionError,
     workspace_key,
 )
+from lsp_agent.session.transcript import INTERRUPTED, Transcript
 
 KEY = "sk-live-0123456789abcdef"
 REPO = Path(__file__).resolve().parent.parent

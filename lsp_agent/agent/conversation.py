@@ -13,7 +13,7 @@ from lsp_agent.agent.instructions import Instructions
 from lsp_agent.context.history import ContextState
 from lsp_agent.context.reminder import FileChangeSource
 from lsp_agent.context.tokens import TokenMeter
-from lsp_agent.session.store import Transcript
+from lsp_agent.session.transcript import Transcript
 from lsp_agent.tools.belt import Toolbox
 from lsp_agent.tools.results import EditCounts
 from lsp_agent.tools.todo import Plan

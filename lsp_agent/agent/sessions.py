@@ -27,7 +27,8 @@ from lsp_agent.errors import UserError
 from lsp_agent.model.provider import Provider, estimate_tokens, make_provider
 from lsp_agent.port import Document, EditorPort
 from lsp_agent.safety.sandbox import Sandbox
-from lsp_agent.session.store import SessionStore, Transcript
+from lsp_agent.session.store import SessionStore
+from lsp_agent.session.transcript import Transcript
 from lsp_agent.tools.belt import NEVER_LOCKED, TOOL_SCHEMAS, Toolbox, editor_view
 from lsp_agent.tools.skills import SkillLocks, discover, prompt_section
 from lsp_agent.tools.stats import EditStats
