@@ -31,9 +31,10 @@ sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 from prefix_stability import NoteWriter, Script, code_text
 
 from lsp_agent.config import Settings
-from lsp_agent.context.history import ContextState, before_call, build_request, end_of_turn
+from lsp_agent.context.layers import before_call, end_of_turn
 from lsp_agent.context.reminder import GitStatusChanges, reminder_message
 from lsp_agent.context.tokens import Message, TokenMeter, request_bytes
+from lsp_agent.context.view import ContextState, build_request
 from lsp_agent.model.provider import Usage
 from lsp_agent.tools.todo import TodoItem
 

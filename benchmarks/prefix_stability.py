@@ -31,15 +31,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lsp_agent.config import Settings
-from lsp_agent.context.history import (
-    ContextEvent,
-    ContextState,
-    before_call,
-    build_request,
-    end_of_turn,
-)
+from lsp_agent.context.layers import ContextEvent, before_call, end_of_turn
 from lsp_agent.context.reminder import render
 from lsp_agent.context.tokens import Message, TokenMeter, request_bytes
+from lsp_agent.context.view import ContextState, build_request
 from lsp_agent.model.provider import Reply, Usage
 
 BYTES_PER_TOKEN = 3.8

@@ -22,24 +22,25 @@ from hypothesis import strategies as st
 
 from lsp_agent.config import Settings
 from lsp_agent.context.compact import Compact
-from lsp_agent.context.history import (
+from lsp_agent.context.layers import (
     STRIP_HEADROOM,
     ContextEvent,
-    ContextState,
     Drop,
     Strip,
-    View,
     before_call,
-    build_request,
-    compose,
-    dropped,
     end_of_turn,
+)
+from lsp_agent.context.tokens import Message, TokenMeter, request_bytes
+from lsp_agent.context.view import (
+    ContextState,
+    View,
+    build_request,
+    dropped,
     head_end,
     protected_start,
     restore_state,
     stub,
 )
-from lsp_agent.context.tokens import Message, TokenMeter, request_bytes
 from lsp_agent.model.provider import Reply, Usage, to_anthropic
 from lsp_agent.tools.belt import TOOL_SCHEMAS
 from tests.fake_model import ScriptedAnthropic, ScriptedModel, _Rejection
@@ -427,22 +428,6 @@ async def test_drop_replaces_whole_results_oldest_first_until_under_compact_at()
     markers = [text.startswith("[output dropped") for text in sent]
     assert markers == [True] * 3 + [False] * 9
     assert "\n" not in sent[0], "one line"
-
-
-async def test_compose_summarizes_only_when_truncating_was_not_enough() -> None:
-    history = session(12)
-    writer = NoteWriter()
-    view = View(history, ContextState(), TokenMeter())
-    layer = compose(Drop(), Compact(writer, cut_to=10_000, window=100_000))
-    assert layer.name == "drop+compact"
-
-    mild = await layer.apply(view, view.tokens - 5000)
-    assert mild is not None and [s.strategy for s in mild.steps] == ["drop"]
-    assert writer.requests == []
-
-    hard = await layer.apply(view, 500)
-    assert hard is not None and [s.strategy for s in hard.steps] == ["drop", "compact"]
-    assert len(writer.requests) == 1
 
 
 async def test_before_call_does_nothing_until_one_turn_outgrows_compact_at() -> None:

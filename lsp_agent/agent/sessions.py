@@ -20,9 +20,9 @@ from lsp_agent.agent.instructions import Instructions, fingerprint, read_instruc
 from lsp_agent.agent.prompt import system_prompt
 from lsp_agent.agent.turn import Turn
 from lsp_agent.config import Settings, require_model
-from lsp_agent.context.history import ContextState, build_request, restore_state
 from lsp_agent.context.reminder import FileChangeSource, GitStatusChanges
 from lsp_agent.context.tokens import TokenMeter, request_bytes
+from lsp_agent.context.view import ContextState, build_request, restore_state
 from lsp_agent.errors import UserError
 from lsp_agent.model.provider import Provider, estimate_tokens, make_provider
 from lsp_agent.port import Document, EditorPort

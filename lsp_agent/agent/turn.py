@@ -22,8 +22,9 @@ from typing import Any, Protocol
 from lsp_agent.agent.conversation import Selection, Session, TurnResult
 from lsp_agent.agent.instructions import changed_note
 from lsp_agent.config import Settings
-from lsp_agent.context.history import ContextEvent, before_call, build_request, end_of_turn
+from lsp_agent.context.layers import ContextEvent, before_call, end_of_turn
 from lsp_agent.context.reminder import reminder_message
+from lsp_agent.context.view import build_request
 from lsp_agent.model.provider import TOOL_MODELS, Provider, ProviderError, Reply, ToolCall, Usage
 from lsp_agent.port import EditorPort
 from lsp_agent.tools.belt import TurnState
