@@ -14,16 +14,16 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
+from pygls.progress import Progress
+from pygls.protocol import LanguageServerProtocol
 
 from lsp_agent.lsp import names, positions
+from lsp_agent.lsp.arguments import ClientOptions
 from lsp_agent.port import Document, EditOutcome, EditProposal, wait_until
-
-if TYPE_CHECKING:
-    from lsp_agent.lsp.server import AgentServer
 
 ANNOTATION_ID = "lsp-agent"
 
@@ -131,10 +131,30 @@ def _text_edit(
     return types.TextEdit(range=range_, new_text=edit.new_text)
 
 
+class Connection(Protocol):
+    """What the port uses of the server it belongs to (`server.AgentServer`)."""
+
+    client: ClientOptions
+    protocol: LanguageServerProtocol
+
+    @property
+    def client_capabilities(self) -> types.ClientCapabilities: ...
+
+    @property
+    def work_done_progress(self) -> Progress: ...
+
+    @property
+    def position_encoding(self) -> str: ...
+
+    def open_document(self, path: Path) -> Any: ...
+
+    def window_log_message(self, params: types.LogMessageParams) -> None: ...
+
+
 class LspPort:
     """The agent core's `EditorPort` over one LSP connection."""
 
-    def __init__(self, server: AgentServer) -> None:
+    def __init__(self, server: Connection) -> None:
         self.server = server
         self.progress: dict[str, types.ProgressToken] = {}
         """Work-done tokens of running turns, by session id."""

@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import contextvars
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
@@ -20,19 +20,22 @@ from pygls.protocol import LanguageServerProtocol, lsp_method
 
 from lsp_agent.lsp import names
 
-if TYPE_CHECKING:
-    from lsp_agent.lsp.server import AgentServer
-
 work_done_token: contextvars.ContextVar[types.ProgressToken | None] = contextvars.ContextVar(
     "work_done_token", default=None
 )
 """The `workDoneToken` of the `workspace/executeCommand` request being handled."""
 
 
+class Leaving(Protocol):
+    """The server's side of the end of a connection (`server.AgentServer.leave`)."""
+
+    def leave(self) -> None: ...
+
+
 class AgentProtocol(LanguageServerProtocol):
     """pygls' protocol with lsp-agent's commands and lifecycle."""
 
-    _server: AgentServer
+    _server: Leaving  # type: ignore[assignment]
 
     @lsp_method(types.WORKSPACE_EXECUTE_COMMAND)
     async def lsp_workspace__execute_command(  # type: ignore[override]
