@@ -1,0 +1,29 @@
+"""One version, one licence: the package, the extension and the changelog agree."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import lsp_agent
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_extension_has_the_packages_version_and_licence() -> None:
+    extension = json.loads((ROOT / "editors" / "vscode" / "package.json").read_text())
+    assert extension["version"] == lsp_agent.__version__
+    assert extension.get("license") == "MIT"
+
+
+def test_the_package_metadata_reads_its_version_from_the_one_source() -> None:
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert 'dynamic = ["version"]' in pyproject
+    assert re.search(r'^version = "', pyproject, flags=re.MULTILINE) is None
+    assert 'license = "MIT"' in pyproject and (ROOT / "LICENSE").read_text().startswith("MIT")
+
+
+def test_the_changelog_has_the_current_version() -> None:
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    assert f"## {lsp_agent.__version__}" in changelog
