@@ -45,8 +45,15 @@ class Question {
             return false;
         }
         this.close(why);
-        this.resolve?.(answer);
+        this.respond(answer);
         return true;
+    }
+
+    /** Answer the request itself (a cancelled request still gets its response: null). */
+    respond(answer: MessageActionItem | null): void {
+        const resolve = this.resolve;
+        this.resolve = undefined;
+        resolve?.(answer);
     }
 
     /** Close the question's UI without answering (the server gave up on it). */
@@ -61,6 +68,8 @@ class Question {
 
 export class Questions implements vscode.Disposable {
     private readonly open: Question[] = [];
+    /** `question` events that came before their request, by text. */
+    private readonly announced = new Map<string, QuestionEvent>();
     private readonly item: vscode.StatusBarItem;
     private readonly changed = new vscode.EventEmitter<number>();
     /** Fires the number of open questions when it changes. */
@@ -85,10 +94,18 @@ export class Questions implements vscode.Disposable {
             return null;
         }
         const question = new Question(params, this.sessionOfNewQuestion());
+        const announced = this.announced.get(params.message);
+        this.announced.delete(params.message);
+        if (announced) {
+            question.id = announced.id;
+            question.session = announced.session;
+            question.timeoutSeconds = announced.timeoutSeconds;
+        }
         this.open.push(question);
         this.render();
         const withdrawn = token.onCancellationRequested(() => {
-            question.answer(null, 'withdrawn');
+            question.close('withdrawn');
+            question.respond(null);
             this.remove(question);
         });
         void this.notify(question);
@@ -105,6 +122,11 @@ export class Questions implements vscode.Disposable {
             this.open.find((q) => q.id !== undefined && q.id === event.id) ??
             this.open.find((q) => q.id === undefined && q.params.message === event.text);
         if (!question) {
+            if (event.state === 'open') {
+                this.announced.set(event.text, event);
+            } else {
+                this.announced.delete(event.text);
+            }
             return;
         }
         question.id = event.id;
@@ -129,6 +151,9 @@ export class Questions implements vscode.Disposable {
      * up on as an error).
      */
     endTurn(session: string | undefined, othersRunning: boolean): void {
+        if (!othersRunning) {
+            this.announced.clear();
+        }
         for (const question of [...this.open]) {
             if (question.session === session || (question.session === undefined && !othersRunning)) {
                 question.close('the turn ended');
@@ -183,6 +208,7 @@ export class Questions implements vscode.Disposable {
         for (const question of [...this.open]) {
             question.answer(null, 'the extension stopped');
         }
+        this.announced.clear();
         this.open.length = 0;
         this.item.dispose();
         this.changed.dispose();

@@ -67,6 +67,8 @@ type Operation = { kind: 'file'; change: FileChange } | { kind: 'rename'; rename
 interface Decision {
     accept: boolean;
     reason?: string;
+    /** Not the user's decision: the turn ended, or the server stopped. */
+    dismissed?: boolean;
 }
 
 class Refusal extends Error {}
@@ -171,7 +173,7 @@ export class Review implements vscode.Disposable {
 
     /** Reject every edit under review (the turn ended or was cancelled). */
     dismiss(reason: string): void {
-        this.current?.decide({ accept: false, reason });
+        this.current?.decide({ accept: false, reason, dismissed: true });
         this.decided = undefined;
     }
 
@@ -378,7 +380,8 @@ export class Review implements vscode.Disposable {
         // applied here, merged, unless the merge failed.
         const pinned = moved.some((change) => typeof change.version === 'number');
         const conflict = moved.some((change) => change.conflict !== undefined);
-        if (moved.length > 0 && !token.isCancellationRequested && (pinned || conflict || !finals)) {
+        const dismissed = decision.dismissed === true || token.isCancellationRequested;
+        if (moved.length > 0 && !dismissed && (pinned || conflict || !finals)) {
             return this.decidedOnMovedFiles(changes, moved, decision, finals);
         }
         if (!finals) {
