@@ -83,10 +83,6 @@ export class Questions implements vscode.Disposable {
         this.item.backgroundColor = new vscode.ThemeColor('statusBarItem.warningBackground');
     }
 
-    get count(): number {
-        return this.open.length;
-    }
-
     /** Handler of `window/showMessageRequest`. */
     async handle(params: ShowMessageRequestParams, token: CancellationToken): Promise<MessageActionItem | null> {
         if (!params.actions || params.actions.length === 0) {
