@@ -1,12 +1,13 @@
 /**
- * LSP Agent for VS Code: wires the language client, the output, the review and the commands.
- * The agent lives in the server; this extension holds UI only.
+ * LSP Agent for VS Code: wires the language client, the output, the review, the questions and
+ * the commands. The agent lives in the server; this extension holds UI only.
  */
 import * as vscode from 'vscode';
 import { createLog, traceInfo } from './common/log';
 import { Server } from './common/server';
 import { workspaceRoot } from './common/settings';
 import { Output } from './output';
+import { ANSWER_COMMAND, Questions } from './questions';
 import { Review } from './review';
 import { Turns } from './turns';
 
@@ -16,6 +17,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     const log = createLog();
     const output = new Output(workspaceRoot()?.uri.fsPath);
     let turns: Turns | undefined;
+    const questions = new Questions(() => turns?.sessionOfRunningTurn());
     const review = new Review({
         toCode: async (edit) => {
             const client = await server?.ensure();
@@ -28,15 +30,27 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     server = new Server(context, log, {
         onEvent: (event) => turns?.onEvent(event),
         onApplyEdit: (params, token) => review.handle(params, token),
-        onStateChange: (running) => {
-            if (running) {
+        onQuestion: (params, token) => questions.handle(params, token),
+        onStateChange: (state, message) => {
+            output.setServer(state, message);
+            if (state === 'running') {
                 void turns?.refreshStatus();
             } else {
-                output.setStatus(undefined, undefined);
+                // What the server was waiting for went with its connection.
+                questions.closeAll('the server stopped');
+                review.dismiss('the server stopped');
             }
         },
     });
-    turns = new Turns(server, output, review);
+    questions.onDidChange((count) => output.setQuestions(count));
+    turns = new Turns(
+        server,
+        [output],
+        review,
+        questions,
+        (status, session) => output.setStatus(status, session),
+        (count) => output.setRunning(count),
+    );
     const agent = turns;
     const running = server;
 
@@ -59,7 +73,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     register('lsp-agent.acceptEdit', () => review.accept());
     register('lsp-agent.rejectEdit', () => review.reject());
     register('lsp-agent.nextFile', () => review.nextFile());
-    context.subscriptions.push(output, review, server, log);
+    register(ANSWER_COMMAND, () => questions.answer());
+    context.subscriptions.push(output, review, questions, server, log);
 
     if (workspaceRoot()) {
         void server.ensure();

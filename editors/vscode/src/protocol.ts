@@ -16,6 +16,19 @@ export const EVENT = 'lspAgent/event';
 /** The settings section, in `initializationOptions` and `workspace/configuration`. */
 export const SETTINGS_SECTION = 'lspAgent';
 
+/** Where the client says, in `initializationOptions`, what it does itself. */
+export const CLIENT_SECTION = 'lspAgentClient';
+
+/** What this client declares under `CLIENT_SECTION`. */
+export interface ClientInfo {
+    /** Send `lspAgent/event` notifications. */
+    events: boolean;
+    /** The client shows answers and progress itself: no `window/showMessage` or `showDocument` for them. */
+    showsAnswers: boolean;
+    /** How to name a setting in messages to this user; `%s` is the key. */
+    settingName: string;
+}
+
 /** Every setting the server reads from the editor (DESIGN §4), except `apiKey`. */
 export const SERVER_SETTINGS = [
     'baseUrl',
@@ -96,7 +109,42 @@ interface EventBase {
     turn: number;
 }
 
-export type AgentEvent = EventBase &
+export type QuestionState = 'open' | 'answered' | 'timedOut' | 'withdrawn';
+
+/** A question to the user (a permission), as the event stream tells its life. */
+export interface QuestionEvent extends EventBase {
+    kind: 'question';
+    id: string | number;
+    state: QuestionState;
+    name: string;
+    text: string;
+    actions?: string[];
+    timeoutSeconds?: number;
+    answer?: string | null;
+}
+
+/** What one model call used (after each call). */
+export interface UsageEvent extends EventBase {
+    kind: 'usage';
+    inputTokens?: number;
+    cachedTokens?: number;
+    outputTokens?: number;
+    contextTokens?: number;
+    contextWindow?: number;
+    cost?: number | null;
+}
+
+/** The first event of every turn. */
+export interface StartEvent extends EventBase {
+    kind: 'start';
+    prompt?: string;
+    continuing?: boolean;
+    turns?: number;
+    message?: string;
+}
+
+/** The steps of a turn that carry nothing beyond their kind's fields. */
+export type StepEvent = EventBase &
     (
         | { kind: 'text'; text: string }
         | { kind: 'tool'; name: string; args?: unknown }
@@ -106,3 +154,6 @@ export type AgentEvent = EventBase &
         | { kind: 'compaction'; strategy: string; before: number; after: number }
         | { kind: 'status'; status: TurnStatus | string; error?: string }
     );
+
+/** One `lspAgent/event` (DESIGN §3); kinds this client does not know are ignored. */
+export type AgentEvent = StartEvent | QuestionEvent | UsageEvent | StepEvent;
