@@ -352,16 +352,6 @@ def test_a_stream_that_ends_mid_message_is_handed_to_pygls_as_read() -> None:
     assert boot.read_first_message(io.BytesIO(b"")) == (b"", None)
 
 
-def test_the_replay_yields_the_first_message_then_stdin() -> None:
-    replayed = boot.replay(b"Content-Length: 2\r\n\r\n{}", io.BufferedReader(io.BytesIO(b"ab\ncd")))
-    assert replayed.readline() == b"Content-Length: 2\r\n"
-    assert replayed.readline() == b"\r\n"
-    assert replayed.read(4) == b"{}ab"
-    assert replayed.readline() == b"\n"
-    assert replayed.read(10) == b"cd"
-    assert replayed.read(1) == b""
-
-
 def response_filter(sent: dict[str, Any]) -> tuple[boot.DropResponse, io.BytesIO]:
     out = io.BytesIO()
     out.close = lambda: None  # type: ignore[method-assign]  # keep it readable after close()

@@ -98,11 +98,18 @@ def test_a_streamed_code_block_keeps_the_models_lines_and_a_second_ask_never_cut
 
     model.release()
     out = vscode.wait_for_output("Second answer.")
-    first = "\n## explain slowly\n\nThe answer is forty\n\n_completed_\n"
-    assert first in out
-    after = out[out.index(first) + len(first) :]
+    # The second turn of the session says it continues it; each turn ends with its token use.
+    first = re.search(
+        r"\n## explain slowly\n_continuing session \S+ \(1 earlier turn\)[^\n]*_\n\n"
+        r"The answer is forty\n\n_completed_\n_tokens: [^\n]*_\n",
+        out,
+    )
+    assert first is not None, out
+    after = out[first.end() :]
     assert re.fullmatch(
-        r"\n_new session \S+_\n\n## second question\n\nSecond answer\.\n\n_completed_\n", after
+        r"\n_new session \S+_\n\n## second question\n\nSecond answer\.\n\n_completed_\n"
+        r"_tokens: [^\n]*_\n",
+        after,
     ), after
 
 

@@ -73,7 +73,7 @@ def serve_stdio() -> int:
     from lsp_agent.lsp.connection import serve
     from lsp_agent.lsp.server import create_server  # re-raises here if the thread's import failed
 
-    return serve(create_server(), replay(consumed, stdin), writer)
+    return serve(create_server(), stdin, writer, head=consumed)
 
 
 def _import_server() -> None:
@@ -251,32 +251,6 @@ def _synchronization(capabilities: dict[str, Any]) -> dict[str, Any] | None:
         if synchronization.get(key) is not None and not isinstance(synchronization[key], bool):
             return None
     return synchronization
-
-
-def replay(head: bytes, rest: BinaryIO) -> io.BufferedReader:
-    """A stream that yields `head`, then everything `rest` yields."""
-    return io.BufferedReader(_Replay(head, rest))
-
-
-class _Replay(io.RawIOBase):
-    def __init__(self, head: bytes, rest: BinaryIO) -> None:
-        self.head = head
-        self.rest = rest
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        view = memoryview(buffer).cast("B")
-        if self.head:
-            chunk, self.head = self.head[: len(view)], self.head[len(view) :]
-        else:
-            # read1: whatever is available (at most one read of the pipe), so a short message
-            # is not held back waiting for more.
-            read1 = getattr(self.rest, "read1", self.rest.read)
-            chunk = read1(len(view))
-        view[: len(chunk)] = chunk
-        return len(chunk)
 
 
 class DropResponse(io.RawIOBase):

@@ -9,6 +9,7 @@ handlers: check the arguments, call the agent, shape the result. The `EditorPort
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import logging
 from collections.abc import Coroutine
@@ -34,8 +35,9 @@ from lsp_agent.lsp.arguments import (
     single_object,
 )
 from lsp_agent.lsp.connection import EXIT_GRACE_S, ParseError, Writer
+from lsp_agent.lsp.framing import Garbage
 from lsp_agent.lsp.port import LspPort
-from lsp_agent.lsp.protocol import AgentProtocol, work_done_token
+from lsp_agent.lsp.protocol import PARSE_ERROR, AgentProtocol, vet, work_done_token
 from lsp_agent.tools.stats import combined
 
 if TYPE_CHECKING:
@@ -86,33 +88,58 @@ class AgentServer(LanguageServer):
         """The process's exit code once `left` is set: 0 only after a `shutdown` request."""
         self.shutdown_requested = False
         """The editor sent `shutdown` (perhaps not answered yet)."""
+        self.initialized = False
+        """The editor sent `initialize`: other requests may follow."""
 
     def attach(self, writer: Writer) -> None:
         """Send what the server writes to `writer` (the connection's output)."""
         self.protocol.set_writer(writer)
 
     def receive(self, message: Any) -> None:
-        """Handle one message from the editor (parsed JSON, or a `ParseError`)."""
-        if isinstance(message, ParseError):
-            log.error("lsp-agent: a message from the editor is not JSON: %s", message.detail)
-            self._send_error(None, -32700, f"Parse error: {message.detail}")
+        """Handle one message from the editor: parsed JSON, a `ParseError` or `Garbage`."""
+        if isinstance(message, Garbage):
+            self._log_input(
+                f"skipped {message.skipped} bytes that are not a message: {message.reason}"
+            )
             return
-        if isinstance(message, dict) and message.get("method") == types.SHUTDOWN:
+        if isinstance(message, ParseError):
+            self._log_input(f"a message is not JSON: {message.detail}")
+            self._send_error(None, PARSE_ERROR, f"Parse error: {message.detail}")
+            return
+        refusal = vet(message, initialized=self.initialized, shutting_down=self.shutdown_requested)
+        if refusal is not None:
+            self._log_input(refusal.message)
+            if refusal.code is not None:
+                self._send_error(refusal.id, refusal.code, refusal.message)
+            return
+        method = message.get("method")
+        if method == types.INITIALIZE:
+            self.initialized = True
+        elif method == types.SHUTDOWN:
             # Clients often send `exit` without waiting for the answer to `shutdown`.
             self.shutdown_requested = True
         try:
             structured = self.protocol.structure_message(message)
         except JsonRpcException as error:
-            log.error("lsp-agent: cannot read a message from the editor: %s", error)
+            detail = _cause(error)
+            self._log_input(f"cannot read {method or 'a message'}: {detail}")
             if _is_request(message):
-                self._send_error(message["id"], error.code, str(error))
+                self._send_error(
+                    message["id"], error.code, f"Invalid params for {method}: {detail}"
+                )
             return
-        try:
-            self.protocol.handle_message(structured)
-        except Exception:
-            log.exception("lsp-agent: cannot handle a message from the editor")
-            if _is_request(message):
-                self._send_error(message["id"], -32600, "Invalid Request")
+        self.protocol.handle_message(structured)
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        """A handler failed: a log line with the details, never an "Error in server" popup
+        (requests get their error answer; a notification has none to get)."""
+        log.error("lsp-agent: %s failed: %r", getattr(source, "__name__", source), error)
+        self.port.log(f"lsp-agent: a message from the editor could not be handled: {error!r}")
+
+    def _log_input(self, what: str) -> None:
+        log.warning("lsp-agent: %s", what)
+        with contextlib.suppress(Exception):
+            self.port.log(f"lsp-agent: {what}")
 
     def _send_error(self, msg_id: Any, code: int, message: str) -> None:
         self.protocol._send_data(
@@ -241,6 +268,13 @@ class AgentServer(LanguageServer):
             )
             await self.refresh_settings()
         return self.agent
+
+
+def _cause(error: Exception) -> str:
+    """What lsprotocol said was wrong with a message, in one line."""
+    cause = error.__cause__ or error
+    text = " ".join(str(cause).split())
+    return text[:300] if text else type(cause).__name__
 
 
 def _is_request(message: Any) -> bool:
