@@ -35,6 +35,7 @@ from typing import Any, BinaryIO
 
 from lsp_agent import __version__
 from lsp_agent.lsp import names
+from lsp_agent.lsp.framing import MAX_BODY_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -108,8 +109,8 @@ def read_first_message(stream: BinaryIO) -> tuple[bytes, Any]:
             if length:
                 return bytes(consumed), None
             length = int(match.group(1))
-    if not length:
-        return bytes(consumed), None
+    if not length or length > MAX_BODY_BYTES:
+        return bytes(consumed), None  # the connection's reader refuses it, and reads on
     body = stream.read(length)
     consumed += body
     if len(body) != length:

@@ -79,10 +79,11 @@ class FrameParser:
         """A body that did not parse as JSON: when it holds the next message's headers, its
         length was announced too large; it ends where they begin, and the rest goes back to the
         stream. Returns the shorter body, or None when there is nothing to cut."""
-        where = _next_header(body)
-        if where is None:
+        joined = body + bytes(self._buffer)  # the headers may go on past the body's end
+        where = _next_header(joined)
+        if where is None or where >= len(body):
             return None
-        self._buffer[:0] = body[where:]
+        self._buffer[:] = joined[where:]
         return body[:where]
 
     def stalled(self) -> bytes | None:

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcInvalidRequest
@@ -37,7 +38,13 @@ from lsp_agent.lsp.arguments import (
 from lsp_agent.lsp.connection import EXIT_GRACE_S, ParseError, Writer
 from lsp_agent.lsp.framing import Garbage
 from lsp_agent.lsp.port import LspPort
-from lsp_agent.lsp.protocol import PARSE_ERROR, AgentProtocol, vet, work_done_token
+from lsp_agent.lsp.protocol import (
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    AgentProtocol,
+    vet,
+    work_done_token,
+)
 from lsp_agent.tools.stats import combined
 
 if TYPE_CHECKING:
@@ -90,6 +97,9 @@ class AgentServer(LanguageServer):
         """The editor sent `shutdown` (perhaps not answered yet)."""
         self.initialized = False
         """The editor sent `initialize`: other requests may follow."""
+        self.unreliable: set[str] = set()
+        """Buffers (by decoded URI) whose copy here missed a change the editor sent: read from
+        disk until the editor opens them again."""
 
     def attach(self, writer: Writer) -> None:
         """Send what the server writes to `writer` (the connection's output)."""
@@ -113,6 +123,24 @@ class AgentServer(LanguageServer):
                 self._send_error(refusal.id, refusal.code, refusal.message)
             return
         method = message.get("method")
+        if isinstance(method, str) and not self._handles(method):
+            if "id" in message:
+                self._send_error(message["id"], METHOD_NOT_FOUND, f"Method not found: {method}")
+            elif not method.startswith("$/"):
+                self._log_input(f"ignored the notification {method}: lsp-agent does not handle it")
+            return
+        if method == types.TEXT_DOCUMENT_DID_CHANGE and _backwards_range(message.get("params")):
+            # Applied, it would garble the server's copy of the buffer: refuse it, and read the
+            # file from disk until the editor opens it again.
+            uri = message["params"]["textDocument"].get("uri")
+            self._log_input(f"refused a change of {uri} whose range ends before it starts")
+            if isinstance(uri, str):
+                self.unreliable.add(unquote(uri))
+            return
+        if method == types.TEXT_DOCUMENT_DID_OPEN:
+            opened = (message.get("params") or {}).get("textDocument")
+            if isinstance(opened, dict) and isinstance(opened.get("uri"), str):
+                self.unreliable.discard(unquote(opened["uri"]))
         if method == types.INITIALIZE:
             self.initialized = True
         elif method == types.SHUTDOWN:
@@ -129,6 +157,15 @@ class AgentServer(LanguageServer):
                 )
             return
         self.protocol.handle_message(structured)
+
+    def _handles(self, method: str) -> bool:
+        features = self.protocol.fm
+        return (
+            method in features.features
+            or method in features.builtin_features
+            or method == types.CANCEL_REQUEST
+            or method == types.PROGRESS
+        )
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         """A handler failed: a log line with the details, never an "Error in server" popup
@@ -183,14 +220,28 @@ class AgentServer(LanguageServer):
         return task
 
     def open_document(self, path: Path) -> Any:
-        """The tracked buffer for `path` if the editor has it open, else None."""
-        documents = self.workspace.text_documents
-        document = documents.get(path.as_uri())
-        if document is not None:
-            return document
-        for candidate in documents.values():
+        """The tracked buffer for `path` if the editor has it open, else None.
+
+        Buffers are found by what they are, not by how their URI is spelled: pygls keys them by
+        the decoded URI, and a path can be spelled through a symlink or another drive letter
+        case."""
+        return self.document(path.as_uri()) or self._document_by_path(path)
+
+    def document(self, uri: str) -> Any:
+        """The tracked buffer of `uri` (any percent-encoding of it), or None."""
+        key = unquote(uri)
+        if key in self.unreliable:
+            return None
+        return self.workspace.text_documents.get(key)
+
+    def _document_by_path(self, path: Path) -> Any:
+        for key, candidate in self.workspace.text_documents.items():
             fs_path = to_fs_path(candidate.uri)
-            if fs_path is not None and Path(fs_path).resolve() == path:
+            if (
+                key not in self.unreliable
+                and fs_path is not None
+                and Path(fs_path).resolve() == path
+            ):
                 return candidate
         return None
 
@@ -249,7 +300,7 @@ class AgentServer(LanguageServer):
         path = _buffer_path(uri)
         if self.tracker is None or path is None:
             return
-        document = self.workspace.text_documents.get(uri)
+        document = self.document(uri)
         if document is not None:
             self.tracker.buffer_changed(
                 path, document.source.removeprefix("\ufeff"), document.version
@@ -275,6 +326,23 @@ def _cause(error: Exception) -> str:
     cause = error.__cause__ or error
     text = " ".join(str(cause).split())
     return text[:300] if text else type(cause).__name__
+
+
+def _backwards_range(params: Any) -> bool:
+    """Whether a didChange carries a range whose end comes before its start."""
+    changes = params.get("contentChanges") if isinstance(params, dict) else None
+    for change in changes if isinstance(changes, list) else []:
+        range_ = change.get("range") if isinstance(change, dict) else None
+        if not isinstance(range_, dict):
+            continue
+        start, end = range_.get("start"), range_.get("end")
+        if isinstance(start, dict) and isinstance(end, dict):
+            try:
+                if (end["line"], end["character"]) < (start["line"], start["character"]):
+                    return True
+            except (KeyError, TypeError):
+                continue
+    return False
 
 
 def _is_request(message: Any) -> bool:
