@@ -118,7 +118,6 @@ def tracker_for(root: Path, args: argparse.Namespace, log: list[str]) -> ChangeT
         root,
         observer=args.observer,
         max_watches=args.max_watches,
-        poll_interval=args.poll_interval,
         log_line=log.append,
     )
 

@@ -1,0 +1,612 @@
+"""The one way the server runs git: a scrubbed environment, options that run nothing, and the
+readers built on it (porcelain v2, blobs, the index, ignore rules, HEAD and the branch).
+
+A repository's config can name programs that git runs as a side effect: `core.fsmonitor`, hooks,
+a pager, textconv, external diff and clean/smudge filters. A command the agent ran (or anything
+else that wrote `.git/config`) could plant one, and the tracker runs git outside the sandbox, as
+the user. So every git started here gets:
+
+- an environment built from an allowlist: no `GIT_*` of the user's (`GIT_DIR`, `GIT_EXTERNAL_DIFF`,
+  `GIT_CONFIG_PARAMETERS`, …), no API key, `GIT_CONFIG_NOSYSTEM`, no pager, no prompt, no
+  optional locks (the user's own git never waits on ours);
+- `SAFE_CONFIG`: fsmonitor off, hooks pointed at `/dev/null`, `cat` as pager, no transport
+  allowed (a partial clone would otherwise fetch a missing blob), no credential helper;
+- `--no-ext-diff --no-textconv` wherever a diff is made, and only plumbing diffs;
+- for `status`, which hashes files through their clean filter, the filter drivers that the
+  repository (not the user's global config) defines are emptied, which git reads as "no filter".
+
+Subprocesses are made in a worker thread, never with asyncio's subprocess transport: CPython
+3.11's can hang for ever when a creation is cancelled midway. A cancelled run kills its process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import subprocess
+import sys
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+
+MAX_BLOB_BYTES = 1024 * 1024
+"""Larger blobs are not read (no diff is shown for them)."""
+
+SAFE_CONFIG = (
+    "core.fsmonitor=false",
+    "core.hooksPath=/dev/null",
+    "core.pager=cat",
+    "core.quotePath=false",
+    "core.untrackedCache=keep",
+    "core.askPass=",
+    "credential.helper=",
+    "protocol.allow=never",
+    "gc.auto=0",
+    "maintenance.auto=false",
+    "diff.noprefix=false",
+)
+"""`-c` options given to every git: none of these can be turned back on by the repository."""
+
+_ENV_KEEP = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "TMPDIR",
+    "XDG_CONFIG_HOME",
+    "GIT_CEILING_DIRECTORIES",
+    "SYSTEMROOT",
+    "COMSPEC",
+    "PATHEXT",
+    "USERPROFILE",
+    "APPDATA",
+    "LOCALAPPDATA",
+)
+"""What git needs of the server's environment: finding itself, the user's global config (the
+user's own, trusted), the repository's boundary. Everything else, keys included, stays out."""
+
+_COMMIT = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
+_FILTER_KEY = re.compile(r"filter\.(.+)\.(clean|smudge|process)")
+
+
+def environment() -> dict[str, str]:
+    """The environment of every git the server runs."""
+    env = {name: os.environ[name] for name in _ENV_KEEP if name in os.environ}
+    env.update(
+        {
+            "LC_ALL": "C",
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_ATTR_NOSYSTEM": "1",
+            "GIT_OPTIONAL_LOCKS": "0",
+            "GIT_LITERAL_PATHSPECS": "1",
+            "GIT_TERMINAL_PROMPT": "0",
+            "GIT_PAGER": "cat",
+            "PAGER": "cat",
+            "GIT_NO_LAZY_FETCH": "1",
+            "GIT_NO_REPLACE_OBJECTS": "1",
+            "GIT_FLUSH": "1",
+        }
+    )
+    return env
+
+
+def command(*args: str, extra_config: Sequence[str] = ()) -> list[str]:
+    """The argv of `git args…` with the safe options in front."""
+    options: list[str] = ["git", "--no-pager"]
+    for setting in (*SAFE_CONFIG, *extra_config):
+        options += ["-c", setting]
+    return [*options, *args]
+
+
+@dataclass(frozen=True)
+class Completed:
+    """What a git run left: its exit code and standard output."""
+
+    code: int
+    """The exit code; 127 when git could not be started."""
+    out: bytes
+    """Standard output (standard error is discarded)."""
+
+
+async def run(
+    cwd: Path, *args: str, extra_config: Sequence[str] = (), stdin: bytes | None = None
+) -> Completed:
+    """Run `git args…` in `cwd`; never leaves a process behind, even when cancelled."""
+    loop = asyncio.get_running_loop()
+    argv = command(*args, extra_config=extra_config)
+    made = loop.run_in_executor(None, _start, argv, cwd, stdin is not None)
+    try:
+        process = await asyncio.shield(made)
+    except asyncio.CancelledError:
+        made.add_done_callback(_kill_when_made)
+        raise
+    if process is None:
+        return Completed(127, b"")
+    finished = loop.run_in_executor(None, _communicate, process, stdin)
+    try:
+        out = await asyncio.shield(finished)
+    except asyncio.CancelledError:
+        _kill(process)  # the worker's communicate() then returns, and reaps it
+        raise
+    return Completed(process.returncode if process.returncode is not None else 1, out)
+
+
+def _start(argv: list[str], cwd: Path, with_stdin: bool) -> subprocess.Popen[bytes] | None:
+    try:
+        return subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=environment(),
+            stdin=subprocess.PIPE if with_stdin else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=sys.platform != "win32",
+        )
+    except OSError:
+        return None
+
+
+def _communicate(process: subprocess.Popen[bytes], stdin: bytes | None) -> bytes:
+    try:
+        out, _ = process.communicate(stdin)
+    except (OSError, ValueError):
+        _kill(process)
+        return b""
+    return out
+
+
+def _kill_when_made(made: asyncio.Future[subprocess.Popen[bytes] | None]) -> None:
+    """The run was cancelled while its process was being made: end the process now."""
+    if made.cancelled() or made.exception() is not None:
+        return
+    process = made.result()
+    if process is not None:
+        _kill(process)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=1)
+        for pipe in (process.stdin, process.stdout):
+            if pipe is not None:
+                pipe.close()
+
+
+def _kill(process: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(OSError):
+        process.kill()
+
+
+async def filter_settings(cwd: Path) -> list[str]:
+    """`-c` settings that empty every filter driver the repository itself defines.
+
+    `git status` runs a file through its clean filter when its stat data changed; an empty
+    command is "no filter" to git. Drivers from the user's global config are theirs and stay.
+    """
+    done = await run(
+        cwd, "config", "-z", "--show-scope", "--name-only", "--get-regexp", r"^filter\."
+    )
+    names: set[str] = set()
+    fields = done.out.split(b"\0")
+    for scope, key in zip(fields[::2], fields[1::2], strict=False):
+        if scope in (b"global", b"system"):
+            continue
+        matched = _FILTER_KEY.fullmatch(key.decode("utf-8", "surrogateescape"))
+        if matched:
+            names.add(matched.group(1))
+    settings: list[str] = []
+    for name in sorted(names):
+        settings += [f"filter.{name}.clean=", f"filter.{name}.smudge="]
+        settings += [f"filter.{name}.process=", f"filter.{name}.required=false"]
+    return settings
+
+
+STATUS_ARGS = (
+    "status",
+    "--porcelain=v2",
+    "-z",
+    "--untracked-files=all",
+    "--no-renames",
+    "--ignore-submodules=all",
+)
+"""`git status` as the tracker reads it."""
+
+
+@dataclass(frozen=True)
+class StatusRecord:
+    """One entry of `git status --porcelain=v2 -z`."""
+
+    kind: str
+    """`1` changed, `2` renamed or copied, `u` unmerged, `?` untracked."""
+    code: str
+    """The XY code (`.M`, `A.`, `D.`, `UU`, …); `??` for untracked."""
+    base_blob: str | None
+    """HEAD's blob (`hH`), or the index's (`hI`) when HEAD has none; None for `u` and `?`."""
+    path: str
+    """Relative to the repository's top level, with forward slashes."""
+
+
+def parse_status(out: bytes) -> Iterator[StatusRecord]:
+    """The records of `git status --porcelain=v2 -z` output."""
+    fields = out.split(b"\0")
+    i = 0
+    while i < len(fields):
+        record = fields[i]
+        i += 1
+        if not record:
+            continue
+        kind = chr(record[0])
+        if kind in "12":
+            parts = record.split(b" ", 8 if kind == "1" else 9)
+            if kind == "2":
+                i += 1  # the original path follows in its own field
+            blob = _object(parts[6]) or _object(parts[7])
+            yield StatusRecord(kind, parts[1].decode(), blob, os.fsdecode(parts[-1]))
+        elif kind == "u":
+            parts = record.split(b" ", 10)
+            yield StatusRecord(kind, parts[1].decode(), None, os.fsdecode(parts[10]))
+        elif kind == "?":
+            yield StatusRecord(kind, "??", None, os.fsdecode(record[2:]))
+
+
+def _object(field: bytes) -> str | None:
+    """An object name from git, or None for the all-zero "no object"."""
+    name = field.decode()
+    return None if set(name) == {"0"} else name
+
+
+@dataclass(frozen=True)
+class Repository:
+    """Where git keeps a work tree's repository."""
+
+    top: Path
+    """The work tree's top folder."""
+    git_dir: Path
+    """This work tree's git folder (a linked worktree has its own)."""
+    common_dir: Path
+    """The folder shared by all worktrees: objects, refs, `info/exclude`."""
+
+
+async def find_repository(root: Path) -> Repository | None:
+    """The repository `root` belongs to, or None (not in git, git missing, or refused)."""
+    done = await run(root, "rev-parse", "--show-toplevel", "--absolute-git-dir", "--git-common-dir")
+    lines = done.out.decode("utf-8", "surrogateescape").splitlines()
+    if done.code != 0 or len(lines) < 3:
+        return None
+    common = Path(lines[2])
+    return Repository(
+        Path(lines[0]).resolve(),
+        Path(lines[1]).resolve(),
+        (common if common.is_absolute() else root / common).resolve(),
+    )
+
+
+async def changed_between(cwd: Path, old: str, new: str) -> set[str]:
+    """Paths (relative to the top level) that differ between two commits."""
+    done = await run(
+        cwd, "diff-tree", "-r", "-z", "--name-only", "--no-renames", "--no-ext-diff",
+        "--no-textconv", old, new,
+    )  # fmt: skip
+    if done.code != 0:
+        return set()
+    return {os.fsdecode(raw) for raw in done.out.split(b"\0") if raw}
+
+
+@dataclass(frozen=True)
+class Head:
+    """What is checked out."""
+
+    commit: str | None
+    """The commit id; None on an unborn branch."""
+    branch: str | None
+    """The branch name; None when detached."""
+
+    def describe(self) -> str:
+        """The branch, or "(detached at abc1234)"."""
+        if self.branch is not None:
+            return self.branch
+        return f"(detached at {self.commit[:7]})" if self.commit else "(detached)"
+
+
+async def read_head(repository: Repository) -> Head:
+    """HEAD's commit and branch: from the files when they settle it, else from git."""
+    quick = _head_from_files(repository.git_dir, repository.common_dir)
+    if quick is not None:
+        return quick
+    commit, branch = await asyncio.gather(
+        run(repository.top, "rev-parse", "--verify", "-q", "HEAD"),
+        run(repository.top, "symbolic-ref", "-q", "--short", "HEAD"),
+    )
+    return Head(
+        commit.out.decode().strip() if commit.code == 0 else None,
+        branch.out.decode("utf-8", "replace").strip() if branch.code == 0 else None,
+    )
+
+
+async def current_branch(root: Path) -> str | None:
+    """The checked-out branch of the repository `root` is in, "(detached)", or None outside
+    git. Reads `.git/HEAD` (no process) when it can: the reminder asks before every call."""
+    git_dir = _find_git_dir(root)
+    if git_dir is not None:
+        branch = _branch_from_head_file(git_dir)
+        if branch is not None:
+            return branch
+    done = await run(root, "rev-parse", "--abbrev-ref", "HEAD")
+    if done.code != 0:
+        return None
+    name = done.out.decode("utf-8", "replace").strip()
+    return "(detached)" if name == "HEAD" else name
+
+
+def _find_git_dir(root: Path) -> Path | None:
+    """The git folder, found the way git looks for it (up from `root`); a `.git` file names it."""
+    try:
+        folder = root.resolve()
+    except OSError:
+        return None
+    for candidate in (folder, *folder.parents):
+        dotgit = candidate / ".git"
+        if dotgit.is_dir():
+            return dotgit
+        if dotgit.is_file():  # a worktree or submodule: "gitdir: <path>"
+            try:
+                text = dotgit.read_text(encoding="utf-8").strip()
+            except (OSError, UnicodeDecodeError):
+                return None
+            if not text.startswith("gitdir:"):
+                return None
+            return (candidate / text[len("gitdir:") :].strip()).resolve()
+    return None
+
+
+def _branch_from_head_file(git_dir: Path) -> str | None:
+    """The branch `HEAD` names, "(detached)", or None when git must be asked."""
+    head = _read_small(git_dir / "HEAD")
+    if head is None:
+        return None
+    if head.startswith("ref: refs/heads/"):
+        return head[len("ref: refs/heads/") :]
+    if _COMMIT.fullmatch(head):
+        return "(detached)"
+    return None
+
+
+def _head_from_files(git_dir: Path, common_dir: Path) -> Head | None:
+    """HEAD from the files (a loose or packed ref); None when only git can tell (reftable,
+    a symbolic ref elsewhere than a branch, a half-written file)."""
+    head = _read_small(git_dir / "HEAD")
+    if head is None:
+        return None
+    if _COMMIT.fullmatch(head):
+        return Head(head, None)
+    if not head.startswith("ref: refs/heads/"):
+        return None
+    ref = head[len("ref: ") :]
+    branch = ref[len("refs/heads/") :]
+    loose = _read_small(common_dir / ref)
+    if loose is not None:
+        return Head(loose, branch) if _COMMIT.fullmatch(loose) else None
+    if (common_dir / ref).exists():
+        return None  # there but unreadable
+    packed = _read_small(common_dir / "packed-refs", limit=64 * 1024 * 1024)
+    if packed is not None:
+        for line in packed.splitlines():
+            commit, _, name = line.partition(" ")
+            if name == ref and _COMMIT.fullmatch(commit):
+                return Head(commit, branch)
+    if (common_dir / "reftable").exists():
+        return None
+    return Head(None, branch)  # an unborn branch
+
+
+def _read_small(path: Path, limit: int = 4096) -> str | None:
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError:
+        return None
+    if len(data) > limit:
+        return None
+    try:
+        return data.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        return None
+
+
+class _LongLived:
+    """One long-lived git process spoken to over pipes, from worker threads (one at a time).
+
+    Started on first use; a dead or confused process is dropped and the next call starts a new
+    one. `restart()` drops it on purpose (what it cached went stale).
+    """
+
+    args: tuple[str, ...] = ()
+
+    def __init__(self, cwd: Path) -> None:
+        self.cwd = cwd
+        """Where git runs."""
+        self._lock = threading.Lock()
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def restart(self) -> None:
+        """Drop the process; the next call starts a fresh one."""
+        with self._lock:
+            self._close()
+
+    def close(self) -> None:
+        """End the process (waits for it)."""
+        self.restart()
+
+    def _ask(self, request: bytes, answer: Future[bytes] | None = None) -> subprocess.Popen[bytes]:
+        if self._process is None or self._process.poll() is not None:
+            self._close()
+            self._process = subprocess.Popen(
+                command(*self.args),
+                cwd=self.cwd,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env=environment(),
+                start_new_session=sys.platform != "win32",
+            )
+        process = self._process
+        assert process.stdin is not None
+        process.stdin.write(request)
+        process.stdin.flush()
+        return process
+
+    def _close(self) -> None:
+        process, self._process = self._process, None
+        if process is None:
+            return
+        with contextlib.suppress(OSError):
+            if process.stdin is not None:
+                process.stdin.close()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+class BlobReader(_LongLived):
+    """`git cat-file --batch`: blob contents for diffs without a process per model call."""
+
+    args = ("cat-file", "--batch")
+
+    def read(self, blobs: Sequence[str]) -> dict[str, bytes]:
+        """Blob id → content, for the blobs that exist and are at most `MAX_BLOB_BYTES`."""
+        wanted = [blob for blob in blobs if _COMMIT.fullmatch(blob)]
+        if not wanted:
+            return {}
+        with self._lock:
+            try:
+                process = self._ask("".join(f"{blob}\n" for blob in wanted).encode())
+                assert process.stdout is not None
+                contents: dict[str, bytes] = {}
+                for _ in wanted:
+                    header = process.stdout.readline().split()
+                    if len(header) != 3:
+                        if not header:
+                            raise ValueError("git cat-file ended")
+                        continue  # "<id> missing"
+                    size = int(header[2])
+                    data = process.stdout.read(size + 1)[:size]
+                    if size <= MAX_BLOB_BYTES:
+                        contents[header[0].decode()] = data
+                return contents
+            except (OSError, ValueError):
+                self._close()
+                return {}
+
+
+@dataclass(frozen=True)
+class IndexEntry:
+    """What git holds for one path, read from the index and HEAD."""
+
+    staged: str | None
+    """The index's blob at stage 0; None when the index has none."""
+    head: str | None
+    """HEAD's blob; None when HEAD has none (or no HEAD yet)."""
+    unmerged: bool
+    """The index holds conflict stages for it (a merge in progress)."""
+    plain: bool
+    """Both are blobs (not a submodule's commit, not a tree)."""
+
+
+class IndexReader(_LongLived):
+    """`git cat-file --batch-check` answering `:0:path` and `<commit>:path`.
+
+    git loads the index once per process and keeps it: a lookup costs microseconds whatever the
+    size of the repository, which `git status -- path` cannot do (it reads the whole index
+    every time). The caller restarts it whenever the index file changes.
+    """
+
+    args = ("cat-file", "--batch-check=%(objectname) %(objecttype)", "-z")
+
+    def lookup(self, paths: Iterable[str], head: str | None) -> dict[str, IndexEntry]:
+        """Each path (relative to the top level) → what the index and `head` hold for it."""
+        listed = [path for path in paths if "\0" not in path]
+        if not listed:
+            return {}
+        specs: list[str] = []
+        for path in listed:
+            specs += [f":0:{path}", f":1:{path}", f":2:{path}", f":3:{path}"]
+            specs.append(f"{head}:{path}" if head else f":0:{path}")
+        with self._lock:
+            try:
+                process = self._ask("".join(f"{spec}\0" for spec in specs).encode())
+                assert process.stdout is not None
+                answers = []
+                for _ in specs:
+                    line = process.stdout.readline()
+                    if not line:
+                        raise ValueError("git cat-file ended")
+                    answers.append(line.decode("utf-8", "surrogateescape").rstrip("\n"))
+            except (OSError, ValueError):
+                self._close()
+                raise OSError("git cat-file --batch-check failed") from None
+        found: dict[str, IndexEntry] = {}
+        for number, path in enumerate(listed):
+            staged, one, two, three, at_head = (
+                _found(answer) for answer in answers[number * 5 : number * 5 + 5]
+            )
+            kinds = {kind for _, kind in (staged, at_head) if kind is not None}
+            found[path] = IndexEntry(
+                staged[0],
+                at_head[0] if head else None,
+                any(stage[0] is not None for stage in (one, two, three)),
+                kinds <= {"blob"},
+            )
+        return found
+
+
+def _found(answer: str) -> tuple[str | None, str | None]:
+    """(object id, type) from a `--batch-check` answer; (None, None) for "missing"."""
+    parts = answer.rsplit(" ", 1)
+    if len(parts) != 2 or parts[1] in ("missing", "ambiguous") or not _COMMIT.fullmatch(parts[0]):
+        return None, None
+    return parts[0], parts[1]
+
+
+class IgnoreChecker(_LongLived):
+    """`git check-ignore --stdin`: git's own verdict on untracked paths (`.gitignore` files,
+    `info/exclude`, the user's global excludes). Restart it when an ignore file changes."""
+
+    args = ("check-ignore", "--stdin", "-z", "-v", "-n", "--no-index")
+
+    def ignored(self, paths: Iterable[str]) -> set[str]:
+        """The paths (relative to the top level) git ignores."""
+        listed = [path for path in paths if "\0" not in path]
+        if not listed:
+            return set()
+        with self._lock:
+            try:
+                process = self._ask("".join(f"{path}\0" for path in listed).encode())
+                assert process.stdout is not None
+                ignored: set[str] = set()
+                for path in listed:
+                    fields = [_read_field(process.stdout) for _ in range(4)]
+                    pattern = fields[2]
+                    if fields[0] and not pattern.startswith("!"):
+                        ignored.add(path)
+                return ignored
+            except (OSError, ValueError):
+                self._close()
+                raise OSError("git check-ignore failed") from None
+
+
+def _read_field(stream: object) -> str:
+    """One NUL-terminated field from a binary stream."""
+    read = stream.read  # type: ignore[attr-defined]
+    data = bytearray()
+    while True:
+        byte = read(1)
+        if not byte:
+            raise ValueError("git check-ignore ended")
+        if byte == b"\0":
+            return data.decode("utf-8", "surrogateescape")
+        data += byte
