@@ -1,26 +1,16 @@
 """What changed in the workspace since the agent's last turn, and who changed it.
 
-`ChangeTracker` keeps, between turns, what the agent needs to hear in `<file_changes>`
-(docs/protocol.md, "file changes"):
+`ChangeTracker` keeps, between turns, what the agent needs to hear in `<file_changes>`:
 
-- **States**: in a git repository, the status (XY code) and content digest (git's blob hash) of
-  every path that differs from HEAD; outside git, the digest of every file.
-- **Refresh, watched** (`watch.py`): only the paths the watcher saw change are looked at. Their
-  index and HEAD blobs come from one long-lived `git cat-file` (it loads the index once, and is
-  restarted when the index file changes), their content is hashed here, and untracked ones are
-  put to `git check-ignore`: the cost follows the number of changed files, not the size of the
-  repository (`git status -- paths` would read the whole index each time). A moved HEAD adds the
-  paths that differ between the two commits; past `MAX_LOOKUPS` paths, or when the kernel
-  dropped events, one full `git status` runs instead, as it does at start.
-- **Refresh, not watched** (the inotify limit was reached, or `observer="none"`): one full
-  comparison at each snapshot and at the first call after it, never in the background.
+- **States** (`states.py`): what differs from HEAD (or every file's digest outside git), brought
+  up to date from the paths the watcher (`watch.py`) saw change, or by one full comparison a
+  turn when nothing is watched.
 - **Snapshots**: `snapshot()` at the end of a turn starts a baseline; from then on, the first
   time a path's state changes, its previous state is kept (copy on write).
   `changes_since_snapshot()` compares each such path's state then and now (`compare.py`), and
   the branch (one line for a switch).
 - **Not ready yet**: `start()` takes a while on a large repository. With `wait=False`, calls made
-  before it finished do not wait: a snapshot is kept without its first comparison, and the note
-  says what could not be seen.
+  before it finished do not wait, and the note says what could not be seen.
 - **Sources**: `agent_applied()` registers the digest of the agent's own accepted edits;
   `agent_read()` marks what the agent has seen; `buffer_*` follow the editor's open buffers
   (each one that differs from the disk is "modified in editor, unsaved").
@@ -32,19 +22,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import logging
 import os
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from lsp_agent.changes import git
 from lsp_agent.changes.compare import Buffer, Context, Mode, State, entries
-from lsp_agent.changes.content import blob_digest, file_digest, lf_digest, stamp, text_digests
+from lsp_agent.changes.content import blob_digest, text_digests
 from lsp_agent.changes.note import (
     ADDED,
     AGENT,
@@ -60,6 +49,7 @@ from lsp_agent.changes.note import (
     SessionChanges,
     render_file_changes,
 )
+from lsp_agent.changes.states import FileStates, GitStates
 from lsp_agent.changes.watch import (
     EXCLUDED_DIRS,
     Events,
@@ -67,7 +57,7 @@ from lsp_agent.changes.watch import (
     ObserverKind,
     Watcher,
     excluded_parts,
-    under_any,
+    limit_reached,
 )
 
 __all__ = [
@@ -90,13 +80,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-MAX_SCANNED_FILES = 100_000
-"""Outside git, at most this many files are known."""
-MAX_SCANNED_BYTES = 256 * 1024 * 1024
-"""Outside git, at most this many bytes are hashed at start; the other files are known by size
-and modification time (rewriting one with the same bytes then counts as a change)."""
-MAX_LOOKUPS = 10_000
-"""Past this many paths to look at, one full `git status` is cheaper."""
 MAX_BASELINES = 32
 """Snapshots kept (one per session key); the least recently used is dropped."""
 STARTING = (
@@ -130,26 +113,6 @@ class _Baseline:
     """Without a watcher: the comparison of this turn was made."""
     cache: tuple[int, bool, list[FileChangeEntry]] | None = None
     """(generation, include_agent, entries) of the last answer: reused while nothing changed."""
-
-
-@dataclass
-class _Readers:
-    """The long-lived git processes of a repository, and where it is."""
-
-    repository: git.Repository
-    """Where git keeps it."""
-    prefix: str
-    """The workspace folder relative to the top level, with a trailing slash (or "")."""
-    index: git.IndexReader
-    """Index and HEAD blobs by path."""
-    ignore: git.IgnoreChecker
-    """git's verdict on untracked paths."""
-    blobs: git.BlobReader
-    """HEAD's version of files, for diffs."""
-
-    def close(self) -> None:
-        for reader in (self.index, self.ignore, self.blobs):
-            reader.close()
 
 
 class ChangeTracker:
@@ -190,10 +153,8 @@ class ChangeTracker:
         """What is never watched nor reported."""
         self._watcher: Watcher | None = None
         """The observer and its inbox, once started."""
-        self._git: _Readers | None = None
-        """git's readers, in git mode."""
-        self._head = git.Head(None, None)
-        """HEAD now (git mode)."""
+        self._source: GitStates | FileStates = FileStates(self.root, self._rules, self._log_once)
+        """Where the states come from: git, or content hashes (until `start()` finds git)."""
         self._ready = asyncio.Event()
         """Set once `start()` has finished (or failed)."""
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -284,12 +245,15 @@ class ChangeTracker:
     async def _start(self) -> None:
         try:
             repository = await git.find_repository(self.root)
+            git_roots: list[Path] = []
             if repository is not None and self.root.is_relative_to(repository.top):
-                self._use_git(repository)
+                self.mode = "git"
+                self._source = GitStates(self.root, repository, self._rules, self._log_once)
+                git_roots = [repository.git_dir, repository.common_dir]
             watcher = Watcher(
                 self.root,
                 self._rules,
-                git_roots=self._git_roots(),
+                git_roots=git_roots,
                 max_watches=self._max_watches,
                 exhausted=self._exhausted_later,
             )
@@ -300,14 +264,10 @@ class ChangeTracker:
             if watcher.failure is not None:
                 self._fall_back(watcher.failure)
             async with self._refresh_lock:
-                if self.mode == "git":
-                    self._head = await self._read_head()
-                    self._states = await self._full_status()
-                else:
-                    self._states = await asyncio.to_thread(self._scan_all, {})
+                self._states = await self._source.full({})
                 for baseline in self._baselines.values():
                     if baseline.head is None:  # taken before now: compare with now
-                        baseline.head = self._head
+                        baseline.head = self._source.head
         finally:
             self._ready.set()
 
@@ -319,8 +279,7 @@ class ChangeTracker:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._watcher is not None:
             await asyncio.to_thread(self._watcher.stop)
-        if self._git is not None:
-            await asyncio.to_thread(self._git.close)
+        await asyncio.to_thread(self._source.close)
 
     async def snapshot(
         self, key: str = "default", *, wait: bool = True, first: bool = False
@@ -340,7 +299,7 @@ class ChangeTracker:
             await self._refresh(compare=self.watching in ("polling", "none"))
             # Without a watcher, the next call compares again: the user's time starts now. Not
             # for the session's first snapshot, taken at the first call of a turn.
-            self._keep(key, _Baseline(self._head, compared=first))
+            self._keep(key, _Baseline(self._source.head, compared=first))
 
     async def changes_since_snapshot(
         self, key: str = "default", *, include_agent: bool = False, wait: bool = True
@@ -475,97 +434,6 @@ class ChangeTracker:
         while len(self._baselines) > MAX_BASELINES:
             self._baselines.popitem(last=False)
 
-    def _use_git(self, repository: git.Repository) -> None:
-        inside = self.root.relative_to(repository.top).as_posix()
-        self.mode = "git"
-        self._git = _Readers(
-            repository,
-            "" if inside == "." else inside + "/",
-            git.IndexReader(repository.top),
-            git.IgnoreChecker(repository.top),
-            git.BlobReader(repository.top),
-        )
-        self._rules.add_exclude_file(repository.common_dir / "info" / "exclude")
-
-    def _git_roots(self) -> list[Path]:
-        if self._git is None:
-            return []
-        return [self._git.repository.git_dir, self._git.repository.common_dir]
-
-    async def _read_head(self) -> git.Head:
-        assert self._git is not None
-        return await git.read_head(self._git.repository)
-
-    async def _full_status(self) -> dict[str, State]:
-        assert self._git is not None
-        top = self._git.repository.top
-        filters = await git.filter_settings(top)
-        done = await git.run(
-            top, "-c", "core.preloadIndex=true", *git.STATUS_ARGS, extra_config=filters
-        )
-        if done.code != 0:
-            self._log_once("status", f"lsp-agent: git status failed in {self.root}")
-            return {}
-        codes = self._codes(done.out)
-        return await asyncio.to_thread(self._hash_states, codes)
-
-    def _codes(self, out: bytes) -> dict[str, tuple[str, str | None]]:
-        """Path (relative to the root) → (XY, base blob) from `git status` output."""
-        assert self._git is not None
-        prefix = self._git.prefix
-        found: dict[str, tuple[str, str | None]] = {}
-        for record in git.parse_status(out):
-            if not record.path.startswith(prefix):
-                continue
-            rel = record.path[len(prefix) :]
-            if not excluded_parts(rel):
-                found[rel] = (record.code, record.base_blob)
-        return found
-
-    def _hash_states(self, codes: dict[str, tuple[str, str | None]]) -> dict[str, State]:
-        return {
-            rel: State(code, file_digest(self.root, rel), base_blob)
-            for rel, (code, base_blob) in codes.items()
-        }
-
-    def _scan_all(self, previous: dict[str, State]) -> dict[str, State]:
-        """Every file's state outside git; a file whose size and time did not change keeps its
-        digest without being read again."""
-        states: dict[str, State] = {}
-        budget = MAX_SCANNED_BYTES
-        for rel in self._rules.walk_files():
-            if len(states) >= MAX_SCANNED_FILES:
-                self._log_once(
-                    "scan",
-                    f"lsp-agent: more than {MAX_SCANNED_FILES} files in {self.root} (not a git "
-                    "repository): changes to the others are reported as new files",
-                )
-                break
-            now = stamp(self.root, rel)
-            if now is None:
-                continue
-            old = previous.get(rel)
-            if old is not None and old.stamp == now:
-                states[rel] = old
-                continue
-            digest = file_digest(self.root, rel) if budget > 0 else now
-            if digest is not None:
-                states[rel] = State("", digest, stamp=now)
-                budget -= int(now.split(":")[1])
-        return states
-
-    def _hash_paths(self, paths: set[str], dirs: set[str]) -> dict[str, State]:
-        states: dict[str, State] = {}
-        wanted = set(paths)
-        for rel_dir in dirs:
-            if (self.root / rel_dir).is_dir():
-                wanted.update(self._rules.walk_files(rel_dir))
-        for rel in wanted:
-            digest = file_digest(self.root, rel)
-            if digest is not None:
-                states[rel] = State("", digest, stamp=stamp(self.root, rel))
-        return states
-
     def _take_events(self) -> Events:
         """What the watcher saw, with what the editor and the tracker itself asked for."""
         events, self._pending = self._pending, Events()
@@ -590,15 +458,7 @@ class ChangeTracker:
         `compare`: one full comparison (no watcher tells what changed)."""
         events = self._take_events()
         full = compare or events.lost
-        if self.mode == "git":
-            new_states, affected = await self._refresh_git(events, full)
-        elif full:
-            new_states = await asyncio.to_thread(self._scan_all, self._states)
-            affected = set(self._states) | set(new_states)
-        else:
-            new_states = await asyncio.to_thread(self._hash_paths, events.paths, events.dirs)
-            affected = set(new_states) | events.paths
-            affected |= {rel for rel in self._states if under_any(rel, events.dirs)}
+        new_states, affected = await self._source.refresh(events, full, self._states)
         for rel in affected:
             old = self._states.get(rel)
             new = new_states.get(rel)
@@ -619,125 +479,9 @@ class ChangeTracker:
                 baseline.moves.extend(events.moves)
                 del baseline.moves[:-1000]
 
-    async def _refresh_git(self, events: Events, full: bool) -> tuple[dict[str, State], set[str]]:
-        """New states of the paths that may have changed, and those paths."""
-        assert self._git is not None
-        readers = self._git
-        paths = set(events.paths)
-        if events.ignore_files:
-            await asyncio.to_thread(readers.ignore.restart)
-        if events.git or full:
-            await asyncio.to_thread(readers.index.restart)  # the index may have changed
-            head = await self._read_head()
-            if head.commit != self._head.commit and head.commit and self._head.commit:
-                moved = await git.changed_between(
-                    readers.repository.top, self._head.commit, head.commit
-                )
-                paths |= {p[len(readers.prefix) :] for p in moved if p.startswith(readers.prefix)}
-            elif head.commit != self._head.commit:
-                full = True
-            self._head = head
-            paths |= set(self._states)
-        if not full and events.dirs:
-            paths |= await self._files_under(events.dirs)
-            paths |= {rel for rel in self._states if under_any(rel, events.dirs)}
-        paths = {rel for rel in paths if not excluded_parts(rel)}
-        if full or len(paths) > MAX_LOOKUPS:
-            new_states = await self._full_status()
-            return new_states, set(self._states) | set(new_states)
-        if not paths:
-            return {}, set()
-        try:
-            new_states, unsure = await asyncio.to_thread(self._look, paths)
-        except OSError:
-            unsure, new_states = paths, {}
-        if unsure:
-            new_states.update(await self._limited_status(unsure))
-        return new_states, paths
-
-    async def _files_under(self, dirs: set[str]) -> set[str]:
-        """Files below folders that appeared (on disk) or went away (in the index)."""
-        assert self._git is not None
-        present = {d for d in dirs if (self.root / d).is_dir()}
-        gone = dirs - present
-        found: set[str] = set()
-        if present:
-            found.update(await asyncio.to_thread(self._walk_dirs, present))
-        if gone:
-            prefix = self._git.prefix
-            done = await git.run(
-                self._git.repository.top, "ls-files", "-z", "--", *(prefix + d for d in gone)
-            )
-            for raw in done.out.split(b"\0"):
-                path = os.fsdecode(raw)
-                if raw and path.startswith(prefix):
-                    found.add(path[len(prefix) :])
-        return found
-
-    def _walk_dirs(self, dirs: Iterable[str]) -> set[str]:
-        return {rel for rel_dir in dirs for rel in self._rules.walk_files(rel_dir)}
-
-    def _look(self, paths: set[str]) -> tuple[dict[str, State], set[str]]:
-        """The states of `paths` from the index, HEAD and the files (a worker thread), and the
-        paths only `git status` can settle (conflicts)."""
-        assert self._git is not None
-        prefix = self._git.prefix
-        found = self._git.index.lookup((prefix + rel for rel in paths), self._head.commit)
-        digests = {rel: file_digest(self.root, rel) for rel in paths}
-        maybe_untracked = [
-            rel
-            for rel in paths
-            if (entry := found.get(prefix + rel)) is not None
-            and entry.staged is None
-            and not entry.unmerged
-            and digests[rel] is not None
-        ]
-        ignored = self._git.ignore.ignored(prefix + rel for rel in maybe_untracked)
-        states: dict[str, State] = {}
-        unsure: set[str] = set()
-        for rel in paths:
-            entry = found.get(prefix + rel)
-            if entry is None or entry.unmerged:
-                unsure.add(rel)
-                continue
-            if not entry.plain:
-                continue  # a submodule: left to the submodule
-            digest = digests[rel]
-            if entry.staged is None and digest is not None and prefix + rel not in ignored:
-                states[rel] = State("??", digest, None)
-                continue
-            x = _letter(entry.head, entry.staged)
-            y = "."
-            if entry.staged is not None:
-                y = "D" if digest is None else "."
-                if digest is not None and digest != entry.staged:
-                    y = "." if lf_digest(self.root, rel) == entry.staged else "M"
-            if entry.head is None and entry.staged is None:
-                continue
-            code = x + y
-            if code != "..":
-                states[rel] = State(code, digest, entry.head or entry.staged)
-        return states, unsure
-
-    async def _limited_status(self, paths: Iterable[str]) -> dict[str, State]:
-        assert self._git is not None
-        top, prefix = self._git.repository.top, self._git.prefix
-        filters = await git.filter_settings(top)
-        done = await git.run(
-            top,
-            "-c",
-            "core.preloadIndex=false",
-            *git.STATUS_ARGS,
-            "--",
-            *sorted(prefix + rel for rel in paths),
-            extra_config=filters,
-        )
-        codes = self._codes(done.out) if done.code == 0 else {}
-        return await asyncio.to_thread(self._hash_states, codes)
-
     async def _branch_entry(self, baseline: _Baseline) -> FileChangeEntry | None:
-        then, now = baseline.head, self._head
-        if self.mode != "git" or then is None or then == now:
+        then, now = baseline.head, self._source.head
+        if not isinstance(self._source, GitStates) or then is None or then == now:
             return None
         differ = "; same commit, no file differs"
         if then.commit and now.commit and then.commit != now.commit:
@@ -745,11 +489,7 @@ class ChangeTracker:
             if pair not in self._differ_counts:
                 if len(self._differ_counts) > 64:
                     self._differ_counts.clear()
-                assert self._git is not None
-                names = await git.changed_between(self._git.repository.top, *pair)
-                self._differ_counts[pair] = len(
-                    [n for n in names if n.startswith(self._git.prefix)]
-                )
+                self._differ_counts[pair] = await self._source.changed_between(*pair)
             count = self._differ_counts[pair]
             differ = f"; {count} file{'' if count == 1 else 's'} differ"
         elif then.commit != now.commit:
@@ -786,7 +526,7 @@ class ChangeTracker:
             buffers=buffers,
             include_agent=include_agent,
             blob_texts=dict(self._blob_texts),
-            blobs=self._git.blobs if self._git is not None else None,
+            blobs=self._source.blobs,
         )
 
     def _remember_text(self, rel: str, text: str) -> None:
@@ -845,16 +585,7 @@ class ChangeTracker:
         task.add_done_callback(done)
 
     def _fall_back(self, error: OSError) -> None:
-        limit = _read_int("/proc/sys/fs/inotify/max_user_watches")
-        if self._max_watches is not None and error.errno == errno.ENOSPC:
-            why = f"the tracker's cap of {self._max_watches} inotify watches"
-        elif error.errno == errno.ENOSPC:
-            why = f"the inotify watch limit (fs.inotify.max_user_watches = {limit})"
-        elif error.errno == errno.EMFILE:
-            why = "the inotify instance limit (fs.inotify.max_user_instances)"
-        else:
-            why = f"an inotify error ({error})"
-        self.fallback_reason = why
+        self.fallback_reason = why = limit_reached(error, self._max_watches)
         self._log_once(
             "fallback",
             f"lsp-agent: {why} is reached for {self.root}; comparing it once per turn instead "
@@ -866,19 +597,3 @@ class ChangeTracker:
             return
         self._logged.add(key)
         self._log_line(line)
-
-
-def _letter(head: str | None, staged: str | None) -> str:
-    """The X of git's XY code: how the index differs from HEAD."""
-    if head == staged:
-        return "."
-    if head is None:
-        return "A"
-    return "D" if staged is None else "M"
-
-
-def _read_int(path: str) -> int | None:
-    try:
-        return int(Path(path).read_text().strip())
-    except (OSError, ValueError):
-        return None

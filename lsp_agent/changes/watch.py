@@ -397,6 +397,21 @@ class Watcher:
         return rel is not None and self.rules.skip_dir(rel)
 
 
+def limit_reached(error: OSError, cap: int | None) -> str:
+    """Which limit an inotify error means, in the user's words."""
+    if cap is not None and error.errno == errno.ENOSPC:
+        return f"the tracker's cap of {cap} inotify watches"
+    if error.errno == errno.ENOSPC:
+        try:
+            limit = Path("/proc/sys/fs/inotify/max_user_watches").read_text().strip()
+        except OSError:
+            limit = "unknown"
+        return f"the inotify watch limit (fs.inotify.max_user_watches = {limit})"
+    if error.errno == errno.EMFILE:
+        return "the inotify instance limit (fs.inotify.max_user_instances)"
+    return f"an inotify error ({error})"
+
+
 def _is_git_state(path: str, git_root: Path) -> bool:
     text = str(git_root)
     if not path.startswith(text + os.sep):
