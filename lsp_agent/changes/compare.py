@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from lsp_agent.changes.content import decode, file_digest, read_text, text_digests
+from lsp_agent.changes.content import Files, decode, text_digests
 from lsp_agent.changes.git import BlobReader
 from lsp_agent.changes.note import (
     ADDED,
@@ -106,14 +106,17 @@ class Context:
 
 def entries(context: Context) -> tuple[list[FileChangeEntry], dict[str, str]]:
     """The file entries for one baseline, and the blobs read for their diffs."""
+    files = Files(context.root)
     found: dict[str, tuple[str, str | None, str | None]] = {}
     """rel → (status, digest now, digest before) for paths whose content or existence changed."""
     for rel, old in context.old.items():
-        judged = judge(context, rel, old, context.states.get(rel))
+        judged = judge(context, files, rel, old, context.states.get(rel))
         if judged is not None:
             found[rel] = judged
     renames = pair_renames(found, context.moves)
-    unsaved = {rel: _unsaved(context, rel, found.get(rel)) for rel in sorted(context.buffers)}
+    unsaved = {
+        rel: _unsaved(context, files, rel, found.get(rel)) for rel in sorted(context.buffers)
+    }
     kept: list[tuple[str, str, str, str | None, str | None]] = []
     """(rel, status, source, old path, current text) of the files to report."""
     for rel in sorted(found):
@@ -125,7 +128,7 @@ def entries(context: Context) -> tuple[list[FileChangeEntry], dict[str, str]]:
         old_path = renames.get(rel)
         if old_path is not None:
             status = RENAMED
-        current = read_text(context.root, rel) if status in (MODIFIED, ADDED, RENAMED) else None
+        current = files.read_text(rel) if status in (MODIFIED, ADDED, RENAMED) else None
         source = _source(context, rel, digest_now, current, context.event_times.get(rel))
         if source == AGENT:
             if not context.include_agent:
@@ -154,7 +157,7 @@ def entries(context: Context) -> tuple[list[FileChangeEntry], dict[str, str]]:
 
 
 def judge(
-    context: Context, rel: str, old: State | None, new: State | None
+    context: Context, files: Files, rel: str, old: State | None, new: State | None
 ) -> tuple[str, str | None, str | None] | None:
     """(status, digest now, digest before) when `rel`'s content or existence changed."""
     if context.mode == "hashes":
@@ -166,7 +169,7 @@ def judge(
         return status, now, before
     if new is None:
         # Clean (same as HEAD) or absent now.
-        now = file_digest(context.root, rel)
+        now = files.digest(rel)
         if old is None or old.digest == now:
             return None
         if now is None:
@@ -217,7 +220,7 @@ def pair_renames(
 
 
 def _unsaved(
-    context: Context, rel: str, on_disk: tuple[str, str | None, str | None] | None
+    context: Context, files: Files, rel: str, on_disk: tuple[str, str | None, str | None] | None
 ) -> FileChangeEntry | None:
     """The entry for an open buffer that differs from the disk and changed since the snapshot.
 
@@ -225,7 +228,7 @@ def _unsaved(
     file new on disk since the snapshot, else the disk's text.
     """
     buffer, before = context.buffers[rel]
-    disk = read_text(context.root, rel)
+    disk = files.read_text(rel)
     if disk is not None and disk == buffer.text:
         return None
     digests = text_digests(buffer.text)

@@ -29,9 +29,9 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 MAX_BLOB_BYTES = 1024 * 1024
 """Larger blobs are not read (no diff is shown for them)."""
@@ -418,16 +418,24 @@ class _LongLived:
     """One long-lived git process spoken to over pipes, from worker threads (one at a time).
 
     Started on first use; a dead or confused process is dropped and the next call starts a new
-    one. `restart()` drops it on purpose (what it cached went stale).
+    one. `restart()` drops it on purpose (what it cached went stale). Requests go in chunks of
+    `CHUNK` and each chunk's answers are read before the next is written: both pipes stay
+    under their buffer size, so neither side can block the other for ever.
     """
 
     args: tuple[str, ...] = ()
+    """git's arguments."""
+    fields = 1
+    """NUL- or newline-ended fields in one answer."""
+    CHUNK = 128
 
     def __init__(self, cwd: Path) -> None:
         self.cwd = cwd
         """Where git runs."""
         self._lock = threading.Lock()
+        """One exchange at a time."""
         self._process: subprocess.Popen[bytes] | None = None
+        """The running git, once started."""
 
     def restart(self) -> None:
         """Drop the process; the next call starts a fresh one."""
@@ -438,7 +446,30 @@ class _LongLived:
         """End the process (waits for it)."""
         self.restart()
 
-    def _ask(self, request: bytes, answer: Future[bytes] | None = None) -> subprocess.Popen[bytes]:
+    def _exchange(self, requests: Sequence[str]) -> list[list[bytes]]:
+        """Each request's answer, as its fields (the lock is held by the caller)."""
+        answers: list[list[bytes]] = []
+        try:
+            for start in range(0, len(requests), self.CHUNK):
+                chunk = requests[start : start + self.CHUNK]
+                process = self._running()
+                assert process.stdin is not None and process.stdout is not None
+                process.stdin.write("".join(f"{line}\0" for line in chunk).encode())
+                process.stdin.flush()
+                for _ in chunk:
+                    answers.append([self._field(process.stdout) for _ in range(self.fields)])
+        except (OSError, ValueError):
+            self._close()
+            raise OSError(f"git {self.args[0]} failed") from None
+        return answers
+
+    def _field(self, stream: IO[bytes]) -> bytes:
+        line = stream.readline()
+        if not line:
+            raise ValueError("git ended")
+        return line.rstrip(b"\n")
+
+    def _running(self) -> subprocess.Popen[bytes]:
         if self._process is None or self._process.poll() is not None:
             self._close()
             self._process = subprocess.Popen(
@@ -450,11 +481,7 @@ class _LongLived:
                 env=environment(),
                 start_new_session=sys.platform != "win32",
             )
-        process = self._process
-        assert process.stdin is not None
-        process.stdin.write(request)
-        process.stdin.flush()
-        return process
+        return self._process
 
     def _close(self) -> None:
         process, self._process = self._process, None
@@ -475,19 +502,19 @@ class _LongLived:
 class BlobReader(_LongLived):
     """`git cat-file --batch`: blob contents for diffs without a process per model call."""
 
-    args = ("cat-file", "--batch")
+    args = ("cat-file", "--batch", "-z")
 
     def read(self, blobs: Sequence[str]) -> dict[str, bytes]:
         """Blob id → content, for the blobs that exist and are at most `MAX_BLOB_BYTES`."""
         wanted = [blob for blob in blobs if _COMMIT.fullmatch(blob)]
-        if not wanted:
-            return {}
+        contents: dict[str, bytes] = {}
         with self._lock:
             try:
-                process = self._ask("".join(f"{blob}\n" for blob in wanted).encode())
-                assert process.stdout is not None
-                contents: dict[str, bytes] = {}
-                for _ in wanted:
+                for blob in wanted:  # one at a time: a blob can be larger than a pipe
+                    process = self._running()
+                    assert process.stdin is not None and process.stdout is not None
+                    process.stdin.write(f"{blob}\0".encode())
+                    process.stdin.flush()
                     header = process.stdout.readline().split()
                     if len(header) != 3:
                         if not header:
@@ -497,10 +524,9 @@ class BlobReader(_LongLived):
                     data = process.stdout.read(size + 1)[:size]
                     if size <= MAX_BLOB_BYTES:
                         contents[header[0].decode()] = data
-                return contents
             except (OSError, ValueError):
                 self._close()
-                return {}
+        return contents
 
 
 @dataclass(frozen=True)
@@ -529,44 +555,33 @@ class IndexReader(_LongLived):
 
     def lookup(self, paths: Iterable[str], head: str | None) -> dict[str, IndexEntry]:
         """Each path (relative to the top level) → what the index and `head` hold for it."""
-        listed = [path for path in paths if "\0" not in path]
+        listed = [path for path in paths if "\0" not in path and "\n" not in path]
         if not listed:
             return {}
-        specs: list[str] = []
-        for path in listed:
-            specs += [f":0:{path}", f":1:{path}", f":2:{path}", f":3:{path}"]
-            specs.append(f"{head}:{path}" if head else f":0:{path}")
+        specs = [f":0:{path}" for path in listed]
+        if head:
+            specs += [f"{head}:{path}" for path in listed]
         with self._lock:
-            try:
-                process = self._ask("".join(f"{spec}\0" for spec in specs).encode())
-                assert process.stdout is not None
-                answers = []
-                for _ in specs:
-                    line = process.stdout.readline()
-                    if not line:
-                        raise ValueError("git cat-file ended")
-                    answers.append(line.decode("utf-8", "surrogateescape").rstrip("\n"))
-            except (OSError, ValueError):
-                self._close()
-                raise OSError("git cat-file --batch-check failed") from None
-        found: dict[str, IndexEntry] = {}
-        for number, path in enumerate(listed):
-            staged, one, two, three, at_head = (
-                _found(answer) for answer in answers[number * 5 : number * 5 + 5]
-            )
-            kinds = {kind for _, kind in (staged, at_head) if kind is not None}
-            found[path] = IndexEntry(
-                staged[0],
-                at_head[0] if head else None,
-                any(stage[0] is not None for stage in (one, two, three)),
-                kinds <= {"blob"},
-            )
-        return found
+            answers = [_found(answer[0]) for answer in self._exchange(specs)]
+            staged = answers[: len(listed)]
+            at_head = answers[len(listed) :] if head else [(None, None)] * len(listed)
+            # Conflict stages are asked only of what the index has no plain entry for.
+            missing = [path for path, (oid, _) in zip(listed, staged, strict=True) if oid is None]
+            stages = [f":{n}:{path}" for path in missing for n in (1, 2, 3)]
+            found = [_found(answer[0])[0] for answer in self._exchange(stages)]
+        unmerged = {path for n, path in enumerate(missing) if any(found[n * 3 : n * 3 + 3])}
+        entries: dict[str, IndexEntry] = {}
+        for path, (index_oid, index_kind), (head_oid, head_kind) in zip(
+            listed, staged, at_head, strict=True
+        ):
+            kinds = {kind for kind in (index_kind, head_kind) if kind is not None}
+            entries[path] = IndexEntry(index_oid, head_oid, path in unmerged, kinds <= {"blob"})
+        return entries
 
 
-def _found(answer: str) -> tuple[str | None, str | None]:
+def _found(answer: bytes) -> tuple[str | None, str | None]:
     """(object id, type) from a `--batch-check` answer; (None, None) for "missing"."""
-    parts = answer.rsplit(" ", 1)
+    parts = answer.decode("utf-8", "surrogateescape").rsplit(" ", 1)
     if len(parts) != 2 or parts[1] in ("missing", "ambiguous") or not _COMMIT.fullmatch(parts[0]):
         return None, None
     return parts[0], parts[1]
@@ -577,6 +592,7 @@ class IgnoreChecker(_LongLived):
     `info/exclude`, the user's global excludes). Restart it when an ignore file changes."""
 
     args = ("check-ignore", "--stdin", "-z", "-v", "-n", "--no-index")
+    fields = 4  # source, line number, pattern, path
 
     def ignored(self, paths: Iterable[str]) -> set[str]:
         """The paths (relative to the top level) git ignores."""
@@ -584,29 +600,17 @@ class IgnoreChecker(_LongLived):
         if not listed:
             return set()
         with self._lock:
-            try:
-                process = self._ask("".join(f"{path}\0" for path in listed).encode())
-                assert process.stdout is not None
-                ignored: set[str] = set()
-                for path in listed:
-                    fields = [_read_field(process.stdout) for _ in range(4)]
-                    pattern = fields[2]
-                    if fields[0] and not pattern.startswith("!"):
-                        ignored.add(path)
-                return ignored
-            except (OSError, ValueError):
-                self._close()
-                raise OSError("git check-ignore failed") from None
+            answers = self._exchange(listed)
+        return {
+            path
+            for path, (source, _, pattern, _) in zip(listed, answers, strict=True)
+            if source and not pattern.startswith(b"!")
+        }
 
-
-def _read_field(stream: object) -> str:
-    """One NUL-terminated field from a binary stream."""
-    read = stream.read  # type: ignore[attr-defined]
-    data = bytearray()
-    while True:
-        byte = read(1)
-        if not byte:
-            raise ValueError("git check-ignore ended")
-        if byte == b"\0":
-            return data.decode("utf-8", "surrogateescape")
-        data += byte
+    def _field(self, stream: IO[bytes]) -> bytes:
+        data = bytearray()
+        while (byte := stream.read(1)) != b"\0":
+            if not byte:
+                raise ValueError("git check-ignore ended")
+            data += byte
+        return bytes(data)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from lsp_agent.changes import git
 from lsp_agent.changes.compare import State
-from lsp_agent.changes.content import file_digest, lf_digest, stamp
+from lsp_agent.changes.content import Files
 from lsp_agent.changes.watch import Events, IgnoreRules, excluded_parts, under_any
 
 MAX_LOOKUPS = 10_000
@@ -134,8 +134,9 @@ class GitStates:
         return await asyncio.to_thread(self._hash, codes)
 
     def _hash(self, codes: dict[str, tuple[str, str | None]]) -> dict[str, State]:
+        files = Files(self.root)
         return {
-            rel: State(code, file_digest(self.root, rel), base_blob)
+            rel: State(code, files.digest(rel), base_blob)
             for rel, (code, base_blob) in codes.items()
         }
 
@@ -164,14 +165,15 @@ class GitStates:
         paths only `git status` can settle (conflicts)."""
         prefix = self.prefix
         found = self._index.lookup((prefix + rel for rel in paths), self.head.commit)
-        digests = {rel: file_digest(self.root, rel) for rel in paths}
+        files = Files(self.root)
+        digests = {rel: files.digests(rel) for rel in paths}
         maybe_untracked = [
             rel
             for rel in paths
             if (entry := found.get(prefix + rel)) is not None
             and entry.staged is None
             and not entry.unmerged
-            and digests[rel] is not None
+            and digests[rel][0] is not None
         ]
         ignored = self._ignore.ignored(prefix + rel for rel in maybe_untracked)
         states: dict[str, State] = {}
@@ -183,28 +185,26 @@ class GitStates:
                 continue
             if not entry.plain:
                 continue  # a submodule's: git status leaves them out here too
-            digest = digests[rel]
+            digest, lf = digests[rel]
             if entry.staged is None and digest is not None and prefix + rel not in ignored:
                 states[rel] = State("??", digest, None)
                 continue
             if entry.head is None and entry.staged is None:
                 continue
-            code = _letter(entry.head, entry.staged) + self._worktree_letter(
-                rel, entry.staged, digest
-            )
+            code = _letter(entry.head, entry.staged) + _worktree_letter(entry.staged, digest, lf)
             if code != "..":
                 states[rel] = State(code, digest, entry.head or entry.staged)
         return states, unsure
 
-    def _worktree_letter(self, rel: str, staged: str | None, digest: str | None) -> str:
-        """The Y of git's XY code: how the file differs from the index."""
-        if staged is None:
-            return "."
-        if digest is None:
-            return "D"
-        if digest == staged or lf_digest(self.root, rel) == staged:
-            return "."
-        return "M"
+
+def _worktree_letter(staged: str | None, digest: str | None, lf: str | None) -> str:
+    """The Y of git's XY code: how the file (`digest`, or `lf` with CRLF made LF) differs from
+    the index."""
+    if staged is None:
+        return "."
+    if digest is None:
+        return "D"
+    return "." if staged in (digest, lf) else "M"
 
 
 def _letter(head: str | None, staged: str | None) -> str:
@@ -250,6 +250,7 @@ class FileStates:
         return new_states, affected
 
     def _scan(self, previous: dict[str, State]) -> dict[str, State]:
+        files = Files(self.root)
         states: dict[str, State] = {}
         budget = MAX_SCANNED_BYTES
         for rel in self._rules.walk_files():
@@ -260,14 +261,14 @@ class FileStates:
                     "repository): changes to the others are reported as new files",
                 )
                 break
-            now = stamp(self.root, rel)
+            now = files.stamp(rel)
             if now is None:
                 continue
             old = previous.get(rel)
             if old is not None and old.stamp == now:
                 states[rel] = old
                 continue
-            digest = file_digest(self.root, rel) if budget > 0 else now
+            digest = files.digest(rel) if budget > 0 else now
             if digest is not None:
                 states[rel] = State("", digest, stamp=now)
                 budget -= int(now.split(":")[1])
@@ -278,9 +279,10 @@ class FileStates:
         for rel_dir in dirs:
             if (self.root / rel_dir).is_dir():
                 wanted.update(self._rules.walk_files(rel_dir))
+        files = Files(self.root)
         states: dict[str, State] = {}
         for rel in wanted:
-            digest = file_digest(self.root, rel)
+            digest = files.digest(rel)
             if digest is not None:
-                states[rel] = State("", digest, stamp=stamp(self.root, rel))
+                states[rel] = State("", digest, stamp=files.stamp(rel))
         return states
