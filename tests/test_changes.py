@@ -27,7 +27,10 @@ from lsp_agent.changes.tracker import (
     FORMATTER,
     MODIFIED,
     RENAMED,
+    STARTED_LATE,
+    STARTING,
     UNSAVED,
+    UNSEEN,
     USER,
     ChangeTracker,
     FileChangeEntry,
@@ -473,6 +476,35 @@ async def test_calls_made_while_the_tracker_starts_wait_for_it(repo: Path) -> No
         assert starting.done()
         (repo / "README.md").write_text("# changed\n")
         await wait_for(tracker, has("README.md"))
+    finally:
+        await starting
+        await tracker.stop()
+
+
+async def test_a_turn_that_starts_before_the_tracker_is_ready_does_not_wait_and_says_so(
+    repo: Path,
+) -> None:
+    tracker = ChangeTracker(repo)
+    starting = asyncio.create_task(tracker.start())  # not even begun: nothing awaited yet
+    try:
+        # The session's first snapshot and the calls of its first turn answer at once.
+        await tracker.snapshot("first", wait=False, first=True)
+        assert not tracker.ready
+        assert await tracker.changes_since_snapshot("first", wait=False) == []
+        # A turn that ended before the tracker was ready: the next one is told what it missed.
+        await tracker.snapshot("later", wait=False)
+        still = await tracker.changes_since_snapshot("later", wait=False)
+        assert not tracker.ready
+        assert [e.detail for e in still] == [STARTING]
+        assert STARTING in render_file_changes(still)
+
+        await starting
+        assert tracker.ready
+        (repo / "README.md").write_text("# after the start\n")
+        entries = await wait_for(tracker, has("README.md"), key="later")
+        assert entries[0].detail == STARTED_LATE
+        first = await wait_for(tracker, has("README.md"), key="first")
+        assert all(e.status != UNSEEN for e in first)
     finally:
         await starting
         await tracker.stop()

@@ -510,20 +510,23 @@ class BlobReader(_LongLived):
         contents: dict[str, bytes] = {}
         with self._lock:
             try:
-                for blob in wanted:  # one at a time: a blob can be larger than a pipe
+                # The ids of a chunk fit in a pipe whatever git answers: written at once.
+                for start in range(0, len(wanted), self.CHUNK):
+                    chunk = wanted[start : start + self.CHUNK]
                     process = self._running()
                     assert process.stdin is not None and process.stdout is not None
-                    process.stdin.write(f"{blob}\0".encode())
+                    process.stdin.write("".join(f"{blob}\0" for blob in chunk).encode())
                     process.stdin.flush()
-                    header = process.stdout.readline().split()
-                    if len(header) != 3:
-                        if not header:
-                            raise ValueError("git cat-file ended")
-                        continue  # "<id> missing"
-                    size = int(header[2])
-                    data = process.stdout.read(size + 1)[:size]
-                    if size <= MAX_BLOB_BYTES:
-                        contents[header[0].decode()] = data
+                    for _ in chunk:
+                        header = process.stdout.readline().split()
+                        if len(header) != 3:
+                            if not header:
+                                raise ValueError("git cat-file ended")
+                            continue  # "<id> missing"
+                        size = int(header[2])
+                        data = process.stdout.read(size + 1)[:size]
+                        if size <= MAX_BLOB_BYTES:
+                            contents[header[0].decode()] = data
             except (OSError, ValueError):
                 self._close()
         return contents

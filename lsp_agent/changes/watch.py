@@ -262,6 +262,8 @@ class Watcher:
         """Events not drained yet."""
         self._last_event = 0.0
         """`time.monotonic()` of the last event kept."""
+        self._stopped = False
+        """`stop()` was called: a start still under way must not leave an observer running."""
 
     @property
     def watches(self) -> int:
@@ -300,13 +302,13 @@ class Watcher:
             _halt(observer)
             self.failure = error
             return
-        with self._lock:
-            self._observer = observer
-        self.kind = "inotify"
+        self._keep(observer, "inotify")
 
     def stop(self) -> None:
-        """Stop watching (waits for watchdog's threads); safe to call twice."""
+        """Stop watching (waits for watchdog's threads); safe to call twice, and while `start`
+        is still running in another thread."""
         with self._lock:
+            self._stopped = True
             observer, self._observer = self._observer, None
         if observer is not None:
             _halt(observer)
@@ -324,9 +326,15 @@ class Watcher:
         native: BaseObserver = Observer()
         self._schedule(native)
         native.start()
+        self._keep(native, "native")
+
+    def _keep(self, observer: BaseObserver, kind: str) -> None:
         with self._lock:
-            self._observer = native
-        self.kind = "native"
+            stopped = self._stopped
+            if not stopped:
+                self._observer, self.kind = observer, kind
+        if stopped:
+            _halt(observer)
 
     def _schedule(self, observer: BaseObserver) -> None:
         observer.schedule(
