@@ -99,7 +99,7 @@ def build_repository(root: Path, files: int) -> None:
     (root / "README.md").write_text("# synthetic\n")
     git(root, "init", "-q", "-b", "main")
     git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "synthetic repository")
+    git(root, "-c", "gc.auto=0", "commit", "-q", "-m", "synthetic repository")
     git(root, "gc", "-q")  # packed, as a clone is
     for name, count in (("node_modules", 300), (".venv/lib/site-packages", 200), ("build", 200)):
         for index in range(count):
