@@ -17,6 +17,10 @@ the user. So every git started here gets:
 
 Subprocesses are made in a worker thread, never with asyncio's subprocess transport: CPython
 3.11's can hang for ever when a creation is cancelled midway. A cancelled run kills its process.
+
+One module on purpose (a little over 600 lines): everything that starts git is here, beside the
+safe argv and environment it must use; a second place to start git is how a second, unsafe git
+layer came about before.
 """
 
 from __future__ import annotations
@@ -112,13 +116,11 @@ class Completed:
     """Standard output (standard error is discarded)."""
 
 
-async def run(
-    cwd: Path, *args: str, extra_config: Sequence[str] = (), stdin: bytes | None = None
-) -> Completed:
+async def run(cwd: Path, *args: str, extra_config: Sequence[str] = ()) -> Completed:
     """Run `git args…` in `cwd`; never leaves a process behind, even when cancelled."""
     loop = asyncio.get_running_loop()
     argv = command(*args, extra_config=extra_config)
-    made = loop.run_in_executor(None, _start, argv, cwd, stdin is not None)
+    made = loop.run_in_executor(None, _start, argv, cwd)
     try:
         process = await asyncio.shield(made)
     except asyncio.CancelledError:
@@ -126,7 +128,7 @@ async def run(
         raise
     if process is None:
         return Completed(127, b"")
-    finished = loop.run_in_executor(None, _communicate, process, stdin)
+    finished = loop.run_in_executor(None, _communicate, process)
     try:
         out = await asyncio.shield(finished)
     except asyncio.CancelledError:
@@ -135,13 +137,13 @@ async def run(
     return Completed(process.returncode if process.returncode is not None else 1, out)
 
 
-def _start(argv: list[str], cwd: Path, with_stdin: bool) -> subprocess.Popen[bytes] | None:
+def _start(argv: list[str], cwd: Path) -> subprocess.Popen[bytes] | None:
     try:
         return subprocess.Popen(
             argv,
             cwd=cwd,
             env=environment(),
-            stdin=subprocess.PIPE if with_stdin else subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             start_new_session=sys.platform != "win32",
@@ -150,9 +152,9 @@ def _start(argv: list[str], cwd: Path, with_stdin: bool) -> subprocess.Popen[byt
         return None
 
 
-def _communicate(process: subprocess.Popen[bytes], stdin: bytes | None) -> bytes:
+def _communicate(process: subprocess.Popen[bytes]) -> bytes:
     try:
-        out, _ = process.communicate(stdin)
+        out, _ = process.communicate()
     except (OSError, ValueError):
         _kill(process)
         return b""
@@ -168,9 +170,8 @@ def _kill_when_made(made: asyncio.Future[subprocess.Popen[bytes] | None]) -> Non
         _kill(process)
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=1)
-        for pipe in (process.stdin, process.stdout):
-            if pipe is not None:
-                pipe.close()
+        if process.stdout is not None:
+            process.stdout.close()
 
 
 def _kill(process: subprocess.Popen[bytes]) -> None:
@@ -328,10 +329,9 @@ async def current_branch(root: Path) -> str | None:
     """The checked-out branch of the repository `root` is in, "(detached)", or None outside
     git. Reads `.git/HEAD` (no process) when it can: the reminder asks before every call."""
     git_dir = _find_git_dir(root)
-    if git_dir is not None:
-        branch = _branch_from_head_file(git_dir)
-        if branch is not None:
-            return branch
+    head = _head_file(git_dir) if git_dir is not None else None
+    if head is not None:
+        return head.branch or "(detached)"
     done = await run(root, "rev-parse", "--abbrev-ref", "HEAD")
     if done.code != 0:
         return None
@@ -360,33 +360,29 @@ def _find_git_dir(root: Path) -> Path | None:
     return None
 
 
-def _branch_from_head_file(git_dir: Path) -> str | None:
-    """The branch `HEAD` names, "(detached)", or None when git must be asked."""
-    head = _read_small(git_dir / "HEAD")
-    if head is None:
-        return None
-    if head.startswith("ref: refs/heads/"):
-        return head[len("ref: refs/heads/") :]
-    if _COMMIT.fullmatch(head):
-        return "(detached)"
-    return None
-
-
-def _head_from_files(git_dir: Path, common_dir: Path) -> Head | None:
-    """HEAD from the files (a loose or packed ref); None when only git can tell (reftable,
-    a symbolic ref elsewhere than a branch, a half-written file)."""
+def _head_file(git_dir: Path) -> Head | None:
+    """What `HEAD` itself says: a detached commit, or a branch (its commit not read yet); None
+    when git must be asked (a symbolic ref elsewhere than a branch, a half-written file)."""
     head = _read_small(git_dir / "HEAD")
     if head is None:
         return None
     if _COMMIT.fullmatch(head):
         return Head(head, None)
-    if not head.startswith("ref: refs/heads/"):
-        return None
-    ref = head[len("ref: ") :]
-    branch = ref[len("refs/heads/") :]
+    if head.startswith("ref: refs/heads/"):
+        return Head(None, head[len("ref: refs/heads/") :])
+    return None
+
+
+def _head_from_files(git_dir: Path, common_dir: Path) -> Head | None:
+    """HEAD from the files (a loose or packed ref); None when only git can tell (reftable, an
+    unreadable ref)."""
+    head = _head_file(git_dir)
+    if head is None or head.branch is None:
+        return head
+    ref = f"refs/heads/{head.branch}"
     loose = _read_small(common_dir / ref)
     if loose is not None:
-        return Head(loose, branch) if _COMMIT.fullmatch(loose) else None
+        return Head(loose, head.branch) if _COMMIT.fullmatch(loose) else None
     if (common_dir / ref).exists():
         return None  # there but unreadable
     packed = _read_small(common_dir / "packed-refs", limit=64 * 1024 * 1024)
@@ -394,10 +390,10 @@ def _head_from_files(git_dir: Path, common_dir: Path) -> Head | None:
         for line in packed.splitlines():
             commit, _, name = line.partition(" ")
             if name == ref and _COMMIT.fullmatch(commit):
-                return Head(commit, branch)
+                return Head(commit, head.branch)
     if (common_dir / "reftable").exists():
         return None
-    return Head(None, branch)  # an unborn branch
+    return head  # an unborn branch
 
 
 def _read_small(path: Path, limit: int = 4096) -> str | None:

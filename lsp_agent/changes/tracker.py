@@ -139,8 +139,6 @@ class ChangeTracker:
         once a turn, exactly as when the kernel's limit is hit)."""
         self.root = Path(root).resolve()
         """The workspace folder, absolute, symlinks resolved."""
-        self.mode: Mode = "hashes"
-        """`git` inside a git work tree, else `hashes`; known after `start()`."""
         self.fallback_reason: str | None = None
         """Why the tracker compares once a turn instead of watching, when it does."""
         self._log_line = log_line or (lambda line: log.info("%s", line))
@@ -200,6 +198,11 @@ class ChangeTracker:
         """Keys of the log lines said once."""
 
     @property
+    def mode(self) -> Mode:
+        """`git` inside a git work tree, else `hashes`; known after `start()`."""
+        return "git" if isinstance(self._source, GitStates) else "hashes"
+
+    @property
     def ready(self) -> bool:
         """`start()` finished: the first comparison was made and the watcher is up."""
         return self._ready.is_set()
@@ -247,7 +250,6 @@ class ChangeTracker:
             repository = await git.find_repository(self.root)
             git_roots: list[Path] = []
             if repository is not None and self.root.is_relative_to(repository.top):
-                self.mode = "git"
                 self._source = GitStates(self.root, repository, self._rules, self._log_once)
                 git_roots = [repository.git_dir, repository.common_dir]
             watcher = Watcher(
