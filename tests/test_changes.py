@@ -8,6 +8,7 @@ last and waits for the sentinel, so every event before it has been seen.
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import subprocess
 import threading
@@ -697,6 +698,46 @@ async def test_stop_ends_every_watching_thread(repo: Path) -> None:
     while left() and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     assert left() == set()
+
+
+async def test_the_editor_leaving_while_the_tracker_starts_leaves_nothing_running(
+    repo: Path,
+) -> None:
+    for i in range(200):
+        (repo / "src" / f"d{i}").mkdir()
+    before = set(threading.enumerate())
+    for ticks in (0, 1, 2, 4, 8, 16, 32):
+        tracker = ChangeTracker(repo)
+        starting = asyncio.create_task(tracker.start())
+        for _ in range(ticks):
+            await asyncio.sleep(0)
+        starting.cancel()  # the server's background task, cancelled when the editor leaves
+        await asyncio.gather(starting, return_exceptions=True)
+        await asyncio.wait_for(tracker.stop(), WAIT_S)
+
+    def left() -> set[threading.Thread]:
+        started = set(threading.enumerate()) - before
+        return {t for t in started if t.is_alive() and not t.name.startswith("asyncio_")}
+
+    # A git whose creation was cancelled is killed as soon as it exists: wait for that.
+    deadline = time.monotonic() + WAIT_S
+    while (left() or _children()) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert left() == set()
+    assert _children() == []
+
+
+def _children() -> list[str]:
+    """Commands of this process's children that are still running."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            stat_fields = (entry / "stat").read_text().rsplit(") ", 1)[1].split()
+            if int(stat_fields[1]) == os.getpid() and stat_fields[0] != "Z":
+                found.append((entry / "cmdline").read_text().replace("\0", " "))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
 
 
 async def test_a_deleted_workspace_does_not_crash_the_tracker(tmp_path: Path) -> None:

@@ -393,8 +393,11 @@ class Watcher:
         """For the inotify walk: True for a directory not to watch nor descend into.
 
         Inside a git directory only `refs/` (or `reftable/`) is kept; in the work tree `.git`
-        itself is skipped (it is watched apart).
+        itself is skipped (it is watched apart). Once stopped, everything is: a walk still
+        placing watches ends at once instead of delaying the process's exit.
         """
+        if self._stopped:
+            return True
         parent_text, path_text = os.fsdecode(parent), os.fsdecode(path)
         for git_root in self.git_roots:
             text = str(git_root)
