@@ -28,6 +28,7 @@ from lsp_agent.changes.note import (
     FileChangeEntry,
 )
 from lsp_agent.tools.edits import unified_diff
+from lsp_agent.tools.workspace import protected_component
 
 DIFF_MAX_LINES = 40
 """An entry carries its diff when at most this many lines were added or removed."""
@@ -138,7 +139,7 @@ def entries(context: Context) -> tuple[list[FileChangeEntry], dict[str, str]]:
         kept.append((rel, status, source, old_path, current))
     bases: dict[str, str | None] = {}
     for rel, status, _, _, current in kept:
-        if current is None or status == RENAMED or len(bases) >= MAX_DIFFS:
+        if current is None or status == RENAMED or len(bases) >= MAX_DIFFS or private(rel):
             continue
         bases[rel] = context.texts.get(rel, "" if status == ADDED else None)
     blobs, fetched = _index_texts(context, [rel for rel, base in bases.items() if base is None])
@@ -240,8 +241,14 @@ def _unsaved(
     base = context.texts.get(rel)
     if base is None:
         base = "" if disk is None or (on_disk is not None and on_disk[0] == ADDED) else disk
-    diff = small_diff(rel, base, buffer.text)
+    diff = None if private(rel) else small_diff(rel, base, buffer.text)
     return FileChangeEntry(rel, UNSAVED, source, None, diff)
+
+
+def private(rel: str) -> bool:
+    """Whether `rel` is a path whose content never goes to the model (`.env*`, `.git`, `.venv`):
+    it is listed, without its diff."""
+    return any(protected_component(part) for part in rel.split("/"))
 
 
 def _source(
