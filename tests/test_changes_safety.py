@@ -141,17 +141,36 @@ async def test_a_planted_repository_config_runs_nothing_while_changes_are_still_
     assert {"fsmonitor", "clean-filter", "diff-command", "env-external-diff"} <= fired, fired
 
 
-async def test_filters_the_repository_defines_are_emptied_for_the_trackers_git(
-    tmp_path: Path,
+async def test_filters_the_repository_defines_are_emptied_and_the_users_own_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".gitconfig").write_text('[filter "lfs"]\n\tclean = git-lfs clean -- %f\n')
+    monkeypatch.setenv("HOME", str(home))
     repo = tmp_path / "r"
     repo.mkdir()
     git(repo, "init", "-q")
-    git(repo, "config", "filter.mine.clean", "cat")
+    git(repo, "config", "filter.planted.clean", "touch /tmp/x")
 
     settings = await tracker_git.filter_settings(repo)
 
-    assert "filter.mine.clean=" in settings and "filter.mine.process=" in settings
+    assert "filter.planted.clean=" in settings and "filter.planted.process=" in settings
+    assert not any(setting.startswith("filter.lfs.") for setting in settings)
+
+    # A git too old to tell where a setting comes from (before 2.26): every driver is emptied.
+    real = subprocess.run(["which", "git"], capture_output=True, text=True).stdout.strip()
+    old_git = tmp_path / "bin" / "git"
+    old_git.parent.mkdir()
+    old_git.write_text(
+        f'#!/bin/sh\ncase "$*" in *--show-scope*) exit 129;; esac\nexec {real} "$@"\n'
+    )
+    old_git.chmod(old_git.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{old_git.parent}{os.pathsep}{os.environ['PATH']}")
+
+    settings = await tracker_git.filter_settings(repo)
+
+    assert "filter.planted.clean=" in settings and "filter.lfs.clean=" in settings
 
 
 async def test_a_link_to_a_host_file_never_brings_its_text_into_the_note(tmp_path: Path) -> None:

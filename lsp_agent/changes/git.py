@@ -183,16 +183,22 @@ async def filter_settings(cwd: Path) -> list[str]:
     """`-c` settings that empty every filter driver the repository itself defines.
 
     `git status` runs a file through its clean filter when its stat data changed; an empty
-    command is "no filter" to git. Drivers from the user's global config are theirs and stay.
+    command is "no filter" to git. Drivers from the user's global config are theirs and stay,
+    except with a git too old to say where a setting comes from (before 2.26): then all go.
     """
-    done = await run(
-        cwd, "config", "-z", "--show-scope", "--name-only", "--get-regexp", r"^filter\."
-    )
-    names: set[str] = set()
+    pattern = r"^filter\."
+    done = await run(cwd, "config", "-z", "--show-scope", "--name-only", "--get-regexp", pattern)
     fields = done.out.split(b"\0")
-    for scope, key in zip(fields[::2], fields[1::2], strict=False):
-        if scope in (b"global", b"system"):
-            continue
+    keys = [
+        key
+        for scope, key in zip(fields[::2], fields[1::2], strict=False)
+        if scope not in (b"global", b"system")
+    ]
+    if done.code not in (0, 1):  # 1 is "no such setting"; else --show-scope is unknown
+        unscoped = await run(cwd, "config", "-z", "--name-only", "--get-regexp", pattern)
+        keys = unscoped.out.split(b"\0")
+    names: set[str] = set()
+    for key in keys:
         matched = _FILTER_KEY.fullmatch(key.decode("utf-8", "surrogateescape"))
         if matched:
             names.add(matched.group(1))
@@ -423,6 +429,8 @@ class _LongLived:
     """git's arguments."""
     fields = 1
     """NUL- or newline-ended fields in one answer."""
+    separator = "\n"
+    """What ends a request (git before 2.38 has no `-z` for cat-file: no NUL there)."""
     CHUNK = 128
 
     def __init__(self, cwd: Path) -> None:
@@ -450,7 +458,7 @@ class _LongLived:
                 chunk = requests[start : start + self.CHUNK]
                 process = self._running()
                 assert process.stdin is not None and process.stdout is not None
-                process.stdin.write("".join(f"{line}\0" for line in chunk).encode())
+                process.stdin.write("".join(line + self.separator for line in chunk).encode())
                 process.stdin.flush()
                 for _ in chunk:
                     answers.append([self._field(process.stdout) for _ in range(self.fields)])
@@ -498,7 +506,7 @@ class _LongLived:
 class BlobReader(_LongLived):
     """`git cat-file --batch`: blob contents for diffs without a process per model call."""
 
-    args = ("cat-file", "--batch", "-z")
+    args = ("cat-file", "--batch")
 
     def read(self, blobs: Sequence[str]) -> dict[str, bytes]:
         """Blob id → content, for the blobs that exist and are at most `MAX_BLOB_BYTES`."""
@@ -511,7 +519,7 @@ class BlobReader(_LongLived):
                     chunk = wanted[start : start + self.CHUNK]
                     process = self._running()
                     assert process.stdin is not None and process.stdout is not None
-                    process.stdin.write("".join(f"{blob}\0" for blob in chunk).encode())
+                    process.stdin.write("".join(f"{blob}\n" for blob in chunk).encode())
                     process.stdin.flush()
                     for _ in chunk:
                         header = process.stdout.readline().split()
@@ -550,7 +558,7 @@ class IndexReader(_LongLived):
     every time). The caller restarts it whenever the index file changes.
     """
 
-    args = ("cat-file", "--batch-check=%(objectname) %(objecttype)", "-z")
+    args = ("cat-file", "--batch-check=%(objectname) %(objecttype)")
 
     def lookup(self, paths: Iterable[str], head: str | None) -> dict[str, IndexEntry]:
         """Each path (relative to the top level) → what the index and `head` hold for it."""
@@ -592,6 +600,7 @@ class IgnoreChecker(_LongLived):
 
     args = ("check-ignore", "--stdin", "-z", "-v", "-n", "--no-index")
     fields = 4  # source, line number, pattern, path
+    separator = "\0"
 
     def ignored(self, paths: Iterable[str]) -> set[str]:
         """The paths (relative to the top level) git ignores."""
