@@ -3,13 +3,14 @@
 Builds a stored history of about 100 000 tokens (bytes ÷ 3.5) from the scripted session of
 `prefix_stability.py`, then times, per model call, what the loop does besides waiting for the
 model: `before_call` (the compactAt guard), `build_request` with the reminder (`<context>` with
-the branch, `<todos>`, `<file_changes>` from the git-status fallback, already compared this turn),
+the branch, `<todos>`, `<file_changes>` from a change tracker without watcher, already compared
+this turn),
 and the meter's bookkeeping for the reply and a tool result. Median and p95 over many calls, for
 a history sent whole and for one whose old tool results are stubs.
 
 It also times the decisions that run once per turn, for information: `end_of_turn` when nothing
 is needed (the common case), `end_of_turn` deciding a strip over the whole 100k history, and the
-git-status fallback's snapshot and comparison on the given repository.
+tracker's snapshot and comparison (without watcher) on the given repository.
 
 Usage: .venv/bin/python benchmarks/overhead.py [--repo DIR] [--tokens N] [--runs N]
 """
@@ -30,9 +31,11 @@ sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 
 from prefix_stability import NoteWriter, Script, code_text
 
+from lsp_agent.changes.note import SessionChanges
+from lsp_agent.changes.tracker import ChangeTracker
 from lsp_agent.config import Settings
 from lsp_agent.context.layers import before_call, end_of_turn
-from lsp_agent.context.reminder import GitStatusChanges, reminder_message
+from lsp_agent.context.reminder import reminder_message
 from lsp_agent.context.tokens import Message, TokenMeter, request_bytes
 from lsp_agent.context.view import ContextState, build_request
 from lsp_agent.model.provider import Usage
@@ -79,7 +82,8 @@ async def measure(repo: Path, tokens: int, runs: int) -> None:
     history = history_of(tokens)
     settings = Settings()  # 128k window: 100k is past stripAt, below compactAt
     writer = NoteWriter()
-    changes = GitStatusChanges(repo)
+    changes = SessionChanges(ChangeTracker(repo, observer="none"), "overhead")
+    await changes.tracker.start()
     await changes.snapshot()
     await changes.changes()  # the turn's comparison, done at its first call
     rng = random.Random(1)
@@ -126,9 +130,10 @@ async def measure(repo: Path, tokens: int, runs: int) -> None:
     print(f"end_of_turn, deciding a strip       {stats(deciding)}")
     status = await timed(lambda: _status_round(changes), max(runs // 10, 5))
     print(f"git status snapshot + comparison    {stats(status)}   (once per turn)")
+    await changes.tracker.stop()
 
 
-async def _status_round(changes: GitStatusChanges) -> None:
+async def _status_round(changes: SessionChanges) -> None:
     await changes.snapshot()
     await changes.changes()
 

@@ -20,7 +20,7 @@ from lsp_agent.agent.instructions import Instructions, fingerprint, read_instruc
 from lsp_agent.agent.prompt import system_prompt
 from lsp_agent.agent.turn import Turn
 from lsp_agent.config import Settings, require_model
-from lsp_agent.context.reminder import FileChangeSource, GitStatusChanges
+from lsp_agent.context.reminder import FileChangeSource
 from lsp_agent.context.tokens import TokenMeter, request_bytes
 from lsp_agent.context.view import ContextState, build_request, restore_state
 from lsp_agent.errors import UserError
@@ -79,8 +79,16 @@ class Agent:
         """Where every session's commands run (the probe runs on first use)."""
         self.auto_approve = frozenset(auto_approve)
         """Tools whose permission questions are answered Allow (the CLI's --yes flags)."""
-        self.tracker = tracker
-        """The workspace's change tracker (the server's); None: `git status` between turns."""
+        self._own_tracker = tracker is None
+        """Whether the tracker is this agent's to stop."""
+        if tracker is None:
+            from lsp_agent.changes.tracker import ChangeTracker
+
+            # Nobody watches for this agent (the terminal's one-turn run, tests): a tracker
+            # without watcher compares once a turn, started on first use.
+            tracker = ChangeTracker(workspace.root, observer="none", log_line=port.log)
+        self.tracker: ChangeTracker = tracker
+        """The workspace's change tracker (the server's, or one of its own without watcher)."""
         try:
             home: Path | None = Path.home()
         except RuntimeError:  # no home directory to speak of (HOME unset, unknown user)
@@ -114,6 +122,8 @@ class Agent:
         await asyncio.gather(*tasks, return_exceptions=True)
         if self._provider is not None:
             await self._provider.aclose()
+        if self._own_tracker:
+            await self.tracker.stop()
 
     def new_session(self) -> Session:
         """Start a conversation with a fresh transcript and a system prompt fixed for its life."""
@@ -307,11 +317,9 @@ class Agent:
         )
 
     def _changes(self, session_id: str) -> FileChangeSource:
-        if self.tracker is not None:
-            from lsp_agent.changes.tracker import SessionChanges
+        from lsp_agent.changes.note import SessionChanges
 
-            return SessionChanges(self.tracker, session_id)
-        return GitStatusChanges(self.workspace.root)
+        return SessionChanges(self.tracker, session_id)
 
     def _redact(self, transcript: Transcript) -> None:
         if self.settings.api_key:

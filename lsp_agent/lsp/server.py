@@ -535,14 +535,22 @@ def create_server() -> AgentServer:
 
 
 def _tracker_status(tracker: ChangeTracker | None) -> dict[str, Any]:
-    """How the workspace is watched: `watching` is `inotify`, `polling`, `native` or `none`."""
+    """How the workspace is watched: `watching` is `inotify`, `native`, `polling` (compared
+    once a turn, past the inotify limit) or `none`; `ready` once the first comparison is made."""
     if tracker is None:
-        return {"watching": "none", "mode": None, "watches": 0, "fallbackReason": None}
+        return {
+            "watching": "none",
+            "mode": None,
+            "watches": 0,
+            "fallbackReason": None,
+            "ready": False,
+        }
     return {
         "watching": tracker.watching,
         "mode": tracker.mode,
         "watches": tracker.watches,
         "fallbackReason": tracker.fallback_reason,
+        "ready": tracker.ready,
     }
 
 
