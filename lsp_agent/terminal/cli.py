@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import os
 import platform
@@ -182,7 +183,10 @@ def _parser() -> argparse.ArgumentParser:
         help="also run commands that need approval without asking (sandboxed ones only)",
     )
     run.add_argument("--session", help="continue this session (see `lsp-agent sessions`)")
-    commands.add_parser("doctor", help="check the set-up and print what is in effect")
+    doctor = commands.add_parser("doctor", help="check the set-up and print what is in effect")
+    doctor.add_argument(
+        "--json", action="store_true", help="print the checks as JSON (for editor health checks)"
+    )
     sessions = commands.add_parser("sessions", help="list stored sessions")
     sessions.add_argument("--workspace", type=Path, default=Path.cwd())
     return parser
@@ -206,7 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "run":
             return _run(args)
         if args.command == "doctor":
-            return asyncio.run(_doctor())
+            return asyncio.run(_doctor(as_json=args.json))
         if args.command == "sessions":
             return _sessions(args.workspace)
     except UserError as error:
@@ -349,16 +353,20 @@ def _sessions(workspace: Path) -> int:
     return 0
 
 
-async def _doctor() -> int:
+async def _doctor(*, as_json: bool = False) -> int:
+    """Check the set-up; each check is `ok`, `bad` (a failure) or `info`. With `as_json`, one
+    JSON object `{version, checks: [{name, status, detail}], config}` instead of the text."""
     from lsp_agent.config import load_settings
     from lsp_agent.model.provider import ProviderError, make_provider
 
-    failures = 0
+    checks: list[dict[str, str]] = []
 
-    def line(name: str, ok: bool, detail: str) -> None:
-        nonlocal failures
-        failures += 0 if ok else 1
-        print(f"{'ok ' if ok else 'BAD'}  {name:<10} {detail}")
+    def line(name: str, ok: bool | None, detail: str) -> None:
+        status = "info" if ok is None else "ok" if ok else "bad"
+        checks.append({"name": name, "status": status, "detail": detail})
+        if not as_json:
+            mark = {"ok": "ok ", "bad": "BAD", "info": "-- "}[status]
+            print(f"{mark}  {name:<10} {detail}")
 
     line("python", sys.version_info >= (3, 10), f"{platform.python_version()} ({sys.executable})")
     line("lsp-agent", True, __version__)
@@ -378,7 +386,7 @@ async def _doctor() -> int:
         line("sandbox", True, f"{sandbox.kind} ({sandbox.reason})")
     else:
         # Not a failure: commands still run, each one after the user says yes.
-        print(f"--   {'sandbox':<10} none: {sandbox.reason}; every command will be asked")
+        line("sandbox", None, f"none: {sandbox.reason}; every command will be asked")
     settings, warnings = load_settings()
     for warning in warnings:
         line("config", False, warning)
@@ -398,10 +406,15 @@ async def _doctor() -> int:
         line("endpoint", False, error.message)
     finally:
         await provider.aclose()
-    print("config in effect:")
-    for key, entry in settings.describe().items():
-        print(f"     {key:<15} {entry['value']!s:<40} ({entry['source']})")
-    return EXIT_FAILED if failures else 0
+    described = settings.describe()
+    if as_json:
+        document = {"version": __version__, "checks": checks, "config": described}
+        print(json.dumps(document, indent=2))
+    else:
+        print("config in effect:")
+        for key, entry in described.items():
+            print(f"     {key:<15} {entry['value']!s:<40} ({entry['source']})")
+    return EXIT_FAILED if any(check["status"] == "bad" for check in checks) else 0
 
 
 def _version(command: list[str]) -> str:
