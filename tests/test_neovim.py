@@ -386,14 +386,43 @@ def test_auto_mode_applies_without_a_review(
     assert "_edits: 1 proposed, 1 applied, 0 rejected_" in result["answer"]
 
 
-def test_checkhealth_reports_the_server_without_errors(editor: Editor) -> None:
+def test_checkhealth_runs_doctor_with_the_plugins_settings(editor: Editor) -> None:
     health = editor.run("health").result["health"]
 
     text = "\n".join(health)
     assert "ERROR" not in text, text
+    # doctor's probes, with the endpoint and model of setup({settings = …}) (Neovim's own
+    # environment has no LSP_AGENT_* variables here).
+    endpoint = next(line for line in health if "endpoint: " in line)
+    assert "OK" in endpoint and f"{editor.model.base_url} answers" in endpoint
+    assert any("OK" in line and "model: test-model" in line for line in health), text
+    assert any("sandbox: " in line for line in health)
+    # and the server started from Neovim.
     assert "lsp-agent version 0.1.0" in text
-    assert "model: test-model" in text
-    assert "sandbox: " in text
+    assert "model: test-model (from editor)" in text
+
+
+def test_checkhealth_says_bad_when_the_endpoint_is_unreachable(
+    editor: Editor, unused_port: int
+) -> None:
+    unreachable = f"http://127.0.0.1:{unused_port}/v1"
+
+    health = editor.run("health", LSP_AGENT_TEST_BASE_URL=unreachable).result["health"]
+
+    endpoint = next(line for line in health if "endpoint: " in line)
+    assert "ERROR" in endpoint and unreachable in endpoint, "\n".join(health)
+
+
+def test_checkhealth_passes_every_setting_doctor_reads_by_its_variable() -> None:
+    """health.lua's ENVIRONMENT mirrors the server's settings table: each setting that has an
+    environment variable, by that variable."""
+    from lsp_agent import config
+
+    lua = (PLUGIN / "lua" / "lsp_agent" / "health.lua").read_text()
+    table = lua[lua.index("M.ENVIRONMENT = {") : lua.index("}", lua.index("M.ENVIRONMENT = {"))]
+    mirrored = dict(re.findall(r'^\s+(\w+) = "(\w+)",$', table, flags=re.MULTILINE))
+    expected = {spec.name: spec.env[0] for spec in config._SPECS if spec.env}
+    assert mirrored == expected
 
 
 def test_help_tags_and_links(editor: Editor, tmp_path: Path) -> None:
@@ -411,7 +440,12 @@ def test_lua_units(editor: Editor) -> None:
     """Positions, hunks, edit parsing and options, checked inside each Neovim."""
     checks = editor.run("units").result["checks"]
 
-    assert len(checks) == 8
+    assert len(checks) == 11
+
+
+# Names the plugin already sends while the server learns them (the server side comes
+# separately): `initializationOptions.lspAgentClient`. Once names.py has one, it must agree.
+AHEAD_OF_THE_SERVER = {"CLIENT_SECTION": "lspAgentClient"}
 
 
 def test_the_plugin_mirrors_the_servers_protocol_names() -> None:
@@ -423,4 +457,4 @@ def test_the_plugin_mirrors_the_servers_protocol_names() -> None:
     expected = {
         key: value for key, value in vars(names).items() if key.isupper() and isinstance(value, str)
     }
-    assert mirrored == expected
+    assert mirrored == {**AHEAD_OF_THE_SERVER, **expected}

@@ -107,6 +107,15 @@ function M.settings()
   return section
 end
 
+--- What the plugin tells the server about itself (`initializationOptions.lspAgentClient`):
+--- it wants `lspAgent/event`, shows answers and progress itself (no showMessage or
+--- showDocument with the answer), and how a message should name a setting to its user.
+M.CLIENT_INFO = {
+  events = true,
+  showsAnswers = true,
+  settingName = "setup({ settings = { %s = … } })",
+}
+
 --- Start the server for `root`; returns the client id or nil (the user was told why).
 local function start(root)
   local cmd = config.options.cmd
@@ -130,13 +139,19 @@ local function start(root)
     ["window/showMessageRequest"] = function(...)
       return require("lsp_agent.questions").handler(...)
     end,
+    ["$/cancelRequest"] = function(...)
+      return require("lsp_agent.decisions").on_cancel_request(...)
+    end,
   }
   local id = compat.start_client({
     name = M.NAME,
     cmd = cmd,
     root_dir = root,
     workspace_folders = { { uri = vim.uri_from_fname(root), name = root } },
-    init_options = { [protocol.SETTINGS_SECTION] = M.settings() },
+    init_options = {
+      [protocol.SETTINGS_SECTION] = M.settings(),
+      [protocol.CLIENT_SECTION] = M.CLIENT_INFO,
+    },
     settings = { [protocol.SETTINGS_SECTION] = M.settings() },
     capabilities = capabilities(),
     handlers = handlers,
@@ -211,10 +226,15 @@ function M.when_ready(id, fn)
   end
 end
 
---- Run one of the server's commands; `callback(err, result)` gets its answer.
+--- Run one of the server's commands; `callback(err, result)` gets its answer. With a
+--- `work_done_token` the server reports the command's progress (`$/progress`) under it.
 --- @return boolean, integer|nil sent, request id
-function M.execute(client, command, argument, callback)
-  local params = { command = command, arguments = { argument or vim.empty_dict() } }
+function M.execute(client, command, argument, callback, work_done_token)
+  local params = {
+    command = command,
+    arguments = { argument or vim.empty_dict() },
+    workDoneToken = work_done_token,
+  }
   return compat.request(client, "workspace/executeCommand", params, function(err, result)
     callback(err, result)
   end, 0)

@@ -18,7 +18,7 @@ H.run(function()
     return false
   end)
   H.result.after_toggle = vim.api.nvim_buf_get_lines(0, 0, -1, false)
-  H.feed("a")
+  H.feed("ga")
   H.wait_turn()
   H.result.answer = H.answer_lines()
 end)

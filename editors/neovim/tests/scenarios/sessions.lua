@@ -37,14 +37,22 @@ H.run(function()
     cmd = { os.getenv("LSP_AGENT_TEST_SERVER"), "serve" },
     settings = { baseUrl = os.getenv("LSP_AGENT_TEST_BASE_URL"), model = "other-model" },
   })
-  H.wait_for("the new model in effect", function()
+  -- Ask for the status until it names the new model (the server reads settings again when
+  -- told they changed): each round waits for its answer.
+  for round = 1, 200 do
+    local asked = {}
     require("lsp_agent").show_status(function(lines)
-      H.result.status_after_setup = lines
+      asked.lines = lines
     end)
-    H.sleep(100)
-    local lines = H.result.status_after_setup
-    return lines and lines[2]:match("^model: other%-model")
-  end)
+    H.wait_for("the status answer", function()
+      return asked.lines
+    end)
+    H.result.status_after_setup = asked.lines
+    if asked.lines[2]:match("^model: other%-model") then
+      break
+    end
+    H.expect(round < 200, "the new model never took effect: " .. asked.lines[2])
+  end
   local ok, err = pcall(vim.cmd, "LspAgent nonsense")
   H.result.nonsense = { ok = ok, error = tostring(err) }
   H.result.answer = H.answer_lines()
