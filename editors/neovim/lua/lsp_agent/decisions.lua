@@ -85,15 +85,16 @@ function M.focus()
   return true
 end
 
---- What the statusline says while something waits: a question first, it blocks a command.
+--- What the statusline says while something waits (a question first: it holds a command),
+--- with the way there: a message in the command line is gone with the next mode message.
 --- @return string|nil
 function M.waiting()
   local found
   for _, decision in ipairs(state.decisions) do
     if decision.kind == "question" then
-      return "waiting for your answer"
+      return "waiting for your answer (:LspAgent review)"
     end
-    found = "an edit waits for your review"
+    found = "an edit to review (:LspAgent review)"
   end
   return found
 end

@@ -70,7 +70,8 @@ function Question:layout()
   for _, line in ipairs(self.lines) do
     width = math.max(width, vim.fn.strdisplaywidth(line) + 1)
   end
-  width = math.min(width, vim.o.columns - 4)
+  -- At most half the screen (long lines wrap), so that less of the user's text is covered.
+  width = math.min(width, math.max(40, math.floor(vim.o.columns / 2)), vim.o.columns - 4)
   local height = 0
   for _, line in ipairs(self.lines) do
     height = height + math.max(1, math.ceil(vim.fn.strdisplaywidth(line) / width))

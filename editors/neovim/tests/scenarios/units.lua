@@ -176,7 +176,7 @@ checks["setup warns and never throws"] = function()
   local first = said[1].message
   same(said[1].level, vim.log.levels.WARN, "a warning")
   for _, expected in ipairs({
-    'answer.position must be one of "right", "bottom", "float", not "left": using the default "right"',
+    'answer.position must be one of "right", "bottom", "float", not "left": using the default',
     "unknown option answer.focsu: did you mean answer.focus?",
     "unknown option reveiw: did you mean review?",
     'keymaps must be a boolean or table, not "yes"',
