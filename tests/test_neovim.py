@@ -254,8 +254,9 @@ def test_sessions_new_resume_and_status(editor: Editor, model: ScriptedModel) ->
     assert any(line.startswith("sandbox: ") for line in status)
     assert sum("(current)" in line for line in status) == 1
     assert result["completion"] == ["sessions", "status"]
-    assert result["nonsense"]["ok"] is False  # an unknown subcommand is an error, with usage
-    assert "lsp-agent: usage: :LspAgent {ask|cancel|" in result["nonsense"]["error"]
+    nonsense = result["nonsense"]  # an unknown subcommand is an error, with usage
+    assert nonsense["level"] == 4  # vim.log.levels.ERROR
+    assert nonsense["message"].startswith("lsp-agent: usage: :LspAgent {ask|cancel|")
 
 
 def test_a_range_or_a_visual_selection_goes_with_the_question(

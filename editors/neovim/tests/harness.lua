@@ -110,11 +110,12 @@ function H.setup(settings, options)
   end
   require("lsp_agent").setup(opts)
   H.result.nvim = ("%d.%d"):format(vim.version().major, vim.version().minor)
-  -- Record what the user is told.
-  local notify = vim.notify
-  vim.notify = function(message, level, ...)
+  -- Record what the user is told, and copy it to stderr for a failing test's report. Not through
+  -- Neovim's messages: headless Neovim has no screen on which to dismiss a hit-enter prompt, and
+  -- 0.7.2 then waits at it for ever, or panics on the way out.
+  vim.notify = function(message, level)
     table.insert(H.result.notifications, { message = message, level = level })
-    return notify(message, level, ...)
+    io.stderr:write(tostring(message) .. "\n")
   end
   -- Record every review as it arrives: its text is what the user reads.
   vim.api.nvim_create_autocmd("User", {
