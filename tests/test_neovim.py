@@ -200,6 +200,8 @@ def test_the_user_keeps_one_hunk_of_two(
     assert len(headers) == 2 and all(h.endswith("[x]") for h in headers)
     toggled = [line for line in result["after_toggle"] if line.startswith("@@")]
     assert toggled[0].endswith("[x]") and toggled[1].endswith("[ ]")
+    assert result["waiting_after_close"] == 1  # closing the window decided nothing
+    assert result["reopened"] == result["after_toggle"]
     expected = "".join(lines).replace("line 1\n", "line one\n", 1)
     assert (workspace / "lines.txt").read_text() == expected
     told = tool_results(model.requests[-1])[1]

@@ -38,8 +38,12 @@ function Question:render()
 end
 
 function Question:buffer()
-  if self.bufnr and vim.api.nvim_buf_is_valid(self.bufnr) then
+  if self.bufnr and vim.api.nvim_buf_is_loaded(self.bufnr) then
     return self.bufnr
+  end
+  -- Made anew if the user unloaded it (:bdelete): a scratch buffer's text is gone with it.
+  if self.bufnr and vim.api.nvim_buf_is_valid(self.bufnr) then
+    pcall(vim.api.nvim_buf_delete, self.bufnr, { force = true })
   end
   local bufnr = vim.api.nvim_create_buf(false, true)
   self.bufnr = bufnr

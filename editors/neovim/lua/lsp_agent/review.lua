@@ -128,8 +128,12 @@ end
 
 --- The review buffer, made (again, if the user wiped it) with its keys.
 function Review:buffer()
-  if self.bufnr and vim.api.nvim_buf_is_valid(self.bufnr) then
+  if self.bufnr and vim.api.nvim_buf_is_loaded(self.bufnr) then
     return self.bufnr
+  end
+  -- Made anew if the user unloaded it (:bdelete): a scratch buffer's text is gone with it.
+  if self.bufnr and vim.api.nvim_buf_is_valid(self.bufnr) then
+    pcall(vim.api.nvim_buf_delete, self.bufnr, { force = true })
   end
   local bufnr = vim.api.nvim_create_buf(false, true)
   self.bufnr = bufnr
