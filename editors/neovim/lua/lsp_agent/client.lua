@@ -169,6 +169,7 @@ local function start(root)
     end,
     on_exit = function(code, signal, client_id)
       vim.schedule(function()
+        require("lsp_agent.decisions").withdraw_all(client_id, "the server exited")
         require("lsp_agent.answer").server_exited(client_id, code, signal)
         state.forget(client_id)
       end)

@@ -32,12 +32,13 @@ end
 --- Tell the user, in one line that fits (a longer one would stop the typing at a hit-enter
 --- prompt).
 local function announce(decision)
-  local text = ("lsp-agent: %s waits for you: :LspAgent review"):format(decision.title)
-  local room = math.max(30, vim.o.columns - 15)
-  if vim.fn.strdisplaywidth(text) > room then
-    text = vim.fn.strcharpart(text, 0, room - 1) .. "…"
+  local head, tail = "lsp-agent: ", " waits for you: :LspAgent review"
+  local room = math.max(10, vim.o.columns - 15 - #head - #tail)
+  local title = decision.title
+  if vim.fn.strdisplaywidth(title) > room then
+    title = vim.fn.strcharpart(title, 0, room - 1) .. "…"
   end
-  vim.notify(text, vim.log.levels.WARN)
+  vim.notify(head .. title .. tail, vim.log.levels.WARN)
 end
 
 --- A new decision arrived: show it (without the cursor) if none is on screen, and announce it.

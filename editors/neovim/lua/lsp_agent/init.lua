@@ -54,7 +54,7 @@ local function warn_once(problems)
   end
   if #fresh > 0 then
     vim.notify(
-      "lsp-agent: setup() options ignored (see :help lsp-agent-setup):\n"
+      "lsp-agent: problems in the setup() options (see :help lsp-agent-setup):\n"
         .. table.concat(fresh, "\n"),
       vim.log.levels.WARN
     )
