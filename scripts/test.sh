@@ -5,10 +5,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# System tools the tests drive for real: bubblewrap (the sandbox) and Neovim (the plugin).
+# System tools the tests drive for real: bubblewrap (the sandbox), Neovim (the plugin), and tmux
+# (the terminal the Neovim typing tests type into).
 missing=()
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 command -v nvim >/dev/null 2>&1 || missing+=(neovim)
+command -v tmux >/dev/null 2>&1 || missing+=(tmux)
 if [ ${#missing[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"

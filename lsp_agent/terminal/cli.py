@@ -45,7 +45,10 @@ def _parser() -> argparse.ArgumentParser:
         help="also run commands that need approval without asking (sandboxed ones only)",
     )
     run.add_argument("--session", help="continue this session (see `lsp-agent sessions`)")
-    commands.add_parser("doctor", help="check the set-up and print what is in effect")
+    doctor = commands.add_parser("doctor", help="check the set-up and print what is in effect")
+    doctor.add_argument(
+        "--json", action="store_true", help="print the checks as JSON (for editor health checks)"
+    )
     sessions = commands.add_parser("sessions", help="list stored sessions")
     sessions.add_argument("--workspace", type=Path, default=Path.cwd())
     return parser
@@ -71,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "doctor":
             from lsp_agent.terminal.doctor import doctor
 
-            return asyncio.run(doctor())
+            return asyncio.run(doctor(as_json=args.json))
         if args.command == "sessions":
             return _sessions(args.workspace)
     except UserError as error:

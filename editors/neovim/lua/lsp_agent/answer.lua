@@ -21,12 +21,14 @@ function M.set_step(entry, step)
   compat.user_event("LspAgentStatus")
 end
 
---- The answer buffer of a client, created on first use.
+--- The answer buffer of a client's workspace, created on first use. It belongs to the root, not
+--- to the server, so that a restarted server writes on in the same buffer and window.
 --- @param entry lsp_agent.ClientState
 --- @return integer
 local function buffer(entry)
-  if entry.answer_buf and vim.api.nvim_buf_is_valid(entry.answer_buf) then
-    return entry.answer_buf
+  local existing = state.answer_bufs[entry.root]
+  if existing and vim.api.nvim_buf_is_valid(existing) then
+    return existing
   end
   local bufnr = vim.api.nvim_create_buf(false, true)
   local name = "lsp-agent://answer"
@@ -40,7 +42,7 @@ local function buffer(entry)
   vim.bo[bufnr].modifiable = false
   vim.bo[bufnr].filetype = "markdown"
   vim.keymap.set("n", "q", "<cmd>close<CR>", { buffer = bufnr, nowait = true, desc = "close" })
-  entry.answer_buf = bufnr
+  state.answer_bufs[entry.root] = bufnr
   return bufnr
 end
 
@@ -91,6 +93,8 @@ function M.show(entry, focus)
     vim.wo[win].linebreak = true
     vim.wo[win].number = false
     vim.wo[win].relativenumber = false
+    -- A window opened on the answer shows its end, and follows it from there.
+    vim.api.nvim_win_set_cursor(win, { vim.api.nvim_buf_line_count(bufnr), 0 })
     if not focus and vim.api.nvim_win_is_valid(previous) then
       vim.api.nvim_set_current_win(previous)
     end
@@ -105,8 +109,9 @@ end
 --- @param entry lsp_agent.ClientState
 function M.hide_float(entry)
   local closed = false
-  if entry.answer_buf and vim.api.nvim_buf_is_valid(entry.answer_buf) then
-    for _, win in ipairs(windows_of(entry.answer_buf)) do
+  local bufnr = state.answer_bufs[entry.root]
+  if bufnr and vim.api.nvim_buf_is_valid(bufnr) then
+    for _, win in ipairs(windows_of(bufnr)) do
       if vim.api.nvim_win_get_config(win).relative ~= "" then
         vim.api.nvim_win_close(win, true)
         closed = true
@@ -122,25 +127,37 @@ function M.lines(entry)
   return vim.api.nvim_buf_get_lines(bufnr, 0, -1, false)
 end
 
---- Change the buffer with `fn(bufnr)`, keeping windows that were at its end following it.
-local function edit(entry, fn)
-  local bufnr = buffer(entry)
+--- Windows (in every tab page) that follow the end of `bufnr`: their cursor is on its last line.
+--- Scrolling up moves the cursor off it, and the window stops following; `G` resumes.
+local function following(bufnr)
   local last = vim.api.nvim_buf_line_count(bufnr)
-  local following = {}
+  local found = {}
   for _, win in ipairs(vim.api.nvim_list_wins()) do
     if vim.api.nvim_win_get_buf(win) == bufnr and vim.api.nvim_win_get_cursor(win)[1] >= last then
-      following[#following + 1] = win
+      found[#found + 1] = win
     end
   end
-  vim.bo[bufnr].modifiable = true
-  fn(bufnr)
-  vim.bo[bufnr].modifiable = false
-  last = vim.api.nvim_buf_line_count(bufnr)
-  for _, win in ipairs(following) do
-    if vim.api.nvim_win_is_valid(win) then
+  return found
+end
+
+--- Move the cursor of `wins` to the last line of `bufnr`, which scrolls them to the end.
+local function to_end(bufnr, wins)
+  local last = vim.api.nvim_buf_line_count(bufnr)
+  for _, win in ipairs(wins) do
+    if vim.api.nvim_win_is_valid(win) and vim.api.nvim_win_get_buf(win) == bufnr then
       vim.api.nvim_win_set_cursor(win, { last, 0 })
     end
   end
+end
+
+--- Change the buffer with `fn(bufnr)`, keeping the windows that follow its end following it.
+local function edit(entry, fn)
+  local bufnr = buffer(entry)
+  local wins = following(bufnr)
+  vim.bo[bufnr].modifiable = true
+  fn(bufnr)
+  vim.bo[bufnr].modifiable = false
+  to_end(bufnr, wins)
 end
 
 --- Append whole lines, after a blank line when `paragraph` and the buffer does not end in one.
@@ -205,7 +222,9 @@ function M.begin(entry, prompt, where)
     lines[#lines + 1] = "_(" .. where .. ")_"
   end
   append_lines(entry, lines, true)
-  M.show(entry, config.options.answer.focus)
+  local win = M.show(entry, config.options.answer.focus)
+  -- A new question is read from its heading down: every window of the buffer follows again.
+  to_end(buffer(entry), vim.list_extend({ win }, vim.api.nvim_list_wins()))
 end
 
 --- A line of its own, e.g. "new session ...".
@@ -257,6 +276,30 @@ function M.on_event(_, event, ctx)
         event.after
       ),
     }, true)
+  elseif kind == "start" then
+    -- The first event of a turn: a conversation continued from before is said, not silent.
+    if event.continuing then
+      local message = type(event.message) == "string" and event.message
+        or ("continuing session %s, %s turns — `:LspAgent new` for a fresh one"):format(
+          tostring(event.session),
+          tostring(event.turns)
+        )
+      append_lines(entry, { "_" .. message .. "_" }, false)
+    end
+  elseif kind == "usage" then
+    entry.usage = event
+    return
+  elseif kind == "question" then
+    require("lsp_agent.decisions").on_question_event(ctx.client_id, event)
+    local ended = ({
+      timedOut = "  no answer in time for %s: denied",
+      withdrawn = "  the question for %s was withdrawn",
+    })[event.state]
+    if ended then
+      append_lines(entry, { ended:format(tostring(event.name)) }, false)
+    end
+    M.set_step(entry, event.state == "open" and "waiting for your answer" or "thinking")
+    return
   elseif kind == "status" then
     local line = "_" .. tostring(event.status) .. "_"
     if event.error then

@@ -107,6 +107,15 @@ function M.settings()
   return section
 end
 
+--- What the plugin tells the server about itself (`initializationOptions.lspAgentClient`):
+--- it wants `lspAgent/event`, shows answers and progress itself (no showMessage or
+--- showDocument with the answer), and how a message should name a setting to its user.
+M.CLIENT_INFO = {
+  events = true,
+  showsAnswers = true,
+  settingName = "setup({ settings = { %s = … } })",
+}
+
 --- Start the server for `root`; returns the client id or nil (the user was told why).
 local function start(root)
   local cmd = config.options.cmd
@@ -130,6 +139,9 @@ local function start(root)
     ["window/showMessageRequest"] = function(...)
       return require("lsp_agent.questions").handler(...)
     end,
+    ["$/cancelRequest"] = function(...)
+      return require("lsp_agent.decisions").on_cancel_request(...)
+    end,
   }
   local id = compat.start_client({
     name = M.NAME,
@@ -138,7 +150,7 @@ local function start(root)
     workspace_folders = { { uri = vim.uri_from_fname(root), name = root } },
     init_options = {
       [protocol.SETTINGS_SECTION] = M.settings(),
-      [protocol.CLIENT_SECTION] = { events = true, showsAnswers = true },
+      [protocol.CLIENT_SECTION] = M.CLIENT_INFO,
     },
     settings = { [protocol.SETTINGS_SECTION] = M.settings() },
     capabilities = capabilities(),
@@ -157,6 +169,7 @@ local function start(root)
     end,
     on_exit = function(code, signal, client_id)
       vim.schedule(function()
+        require("lsp_agent.decisions").withdraw_all(client_id, "the server exited")
         require("lsp_agent.answer").server_exited(client_id, code, signal)
         state.forget(client_id)
       end)
@@ -214,10 +227,15 @@ function M.when_ready(id, fn)
   end
 end
 
---- Run one of the server's commands; `callback(err, result)` gets its answer.
+--- Run one of the server's commands; `callback(err, result)` gets its answer. With a
+--- `work_done_token` the server reports the command's progress (`$/progress`) under it.
 --- @return boolean, integer|nil sent, request id
-function M.execute(client, command, argument, callback)
-  local params = { command = command, arguments = { argument or vim.empty_dict() } }
+function M.execute(client, command, argument, callback, work_done_token)
+  local params = {
+    command = command,
+    arguments = { argument or vim.empty_dict() },
+    workDoneToken = work_done_token,
+  }
   return compat.request(client, "workspace/executeCommand", params, function(err, result)
     callback(err, result)
   end, 0)

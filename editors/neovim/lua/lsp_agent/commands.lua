@@ -9,6 +9,7 @@ M.SUBCOMMANDS = {
   { "sessions", "pick a stored session to continue" },
   { "status", "model, endpoint, sandbox and sessions in effect" },
   { "answer", "show the answer buffer" },
+  { "review", "go to the edit or question that waits for you" },
   { "restart", "stop the server (the next command starts it)" },
 }
 
@@ -38,6 +39,8 @@ function M.run(opts)
     agent.show_status()
   elseif sub == "answer" then
     agent.show_answer()
+  elseif sub == "review" then
+    agent.review()
   elseif sub == "restart" then
     agent.restart()
   else

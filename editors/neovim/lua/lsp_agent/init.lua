@@ -6,8 +6,9 @@ local answer = require("lsp_agent.answer")
 local client = require("lsp_agent.client")
 local compat = require("lsp_agent.compat")
 local config = require("lsp_agent.config")
+local decisions = require("lsp_agent.decisions")
+local highlights = require("lsp_agent.highlights")
 local protocol = require("lsp_agent.protocol")
-local review = require("lsp_agent.review")
 local state = require("lsp_agent.state")
 local text = require("lsp_agent.text")
 
@@ -31,6 +32,7 @@ local function install_keymaps(keymaps)
     sessions = { n = "<cmd>LspAgent sessions<CR>" },
     status = { n = "<cmd>LspAgent status<CR>" },
     answer = { n = "<cmd>LspAgent answer<CR>" },
+    review = { n = "<cmd>LspAgent review<CR>" },
   }
   for action, lhs in pairs(maps) do
     if lhs and actions[action] then
@@ -41,11 +43,30 @@ local function install_keymaps(keymaps)
   end
 end
 
+--- Say the setup problems not said before, in one notification.
+local function warn_once(problems)
+  local fresh = {}
+  for _, problem in ipairs(problems) do
+    if not state.warned[problem] then
+      state.warned[problem] = true
+      fresh[#fresh + 1] = "- " .. problem
+    end
+  end
+  if #fresh > 0 then
+    vim.notify(
+      "lsp-agent: problems in the setup() options (see :help lsp-agent-setup):\n"
+        .. table.concat(fresh, "\n"),
+      vim.log.levels.WARN
+    )
+  end
+end
+
 --- Configure the plugin (see `:help lsp-agent-setup`). May be called again to change settings:
---- running servers get the new `settings` through `workspace/didChangeConfiguration`.
+--- running servers get the new `settings` through `workspace/didChangeConfiguration`. Never
+--- throws: an unknown option or a bad value is a warning, and the default stays.
 --- @param opts table|nil
 function M.setup(opts)
-  config.set(opts)
+  local _, problems = config.set(opts)
   configured = true
   local group = vim.api.nvim_create_augroup("lsp_agent", { clear = true })
   vim.api.nvim_create_autocmd({ "BufReadPost", "BufNewFile", "BufFilePost" }, {
@@ -55,7 +76,17 @@ function M.setup(opts)
       client.attach(args.buf)
     end,
   })
-  install_keymaps(config.options.keymaps)
+  vim.api.nvim_create_autocmd("ColorScheme", {
+    group = group,
+    desc = "lsp-agent: link the plugin's highlight groups again",
+    callback = highlights.define,
+  })
+  highlights.define()
+  local ok, err = pcall(install_keymaps, config.options.keymaps)
+  if not ok then
+    problems[#problems + 1] = "keymaps: " .. tostring(err)
+  end
+  warn_once(problems)
   for id in pairs(state.clients) do
     local running = vim.lsp.get_client_by_id(id)
     if running then
@@ -84,6 +115,10 @@ end
 --- The statusline part: what the agent is doing, or "" when idle. Cheap enough for every redraw:
 --- `set statusline+=%{v:lua.require'lsp_agent'.status()}`.
 function M.status()
+  local waiting = decisions.waiting()
+  if waiting then
+    return "lsp-agent: " .. waiting
+  end
   for _, entry in pairs(state.clients) do
     if entry.running or entry.step then
       return "lsp-agent: " .. (entry.step or "thinking") .. "…"
@@ -186,6 +221,10 @@ function M.ask(prompt, opts)
       argument.uri = target.uri
       argument.range = lsp_range(target, lsp_client.offset_encoding or "utf-16")
     end
+    -- A token of our own: the server reports the turn as `$/progress` under it, which
+    -- progress plugins (fidget.nvim, lualine) show.
+    state.tokens = state.tokens + 1
+    local token = ("lsp-agent-%d"):format(state.tokens)
     local sent, request_id = client.execute(
       lsp_client,
       protocol.ASK,
@@ -197,14 +236,15 @@ function M.ask(prompt, opts)
         if type(result) == "table" and result.session then
           entry.session = result.session
         end
-        review.dismiss_all("the turn ended before the edit was reviewed")
+        decisions.withdraw_all(id, "the turn ended before the user decided")
         answer.finish(entry, err, result)
         if err then
           notify(err.message or tostring(err), vim.log.levels.ERROR)
         elseif type(result) == "table" and result.status == "failed" then
           notify("the turn failed: " .. tostring(result.error), vim.log.levels.ERROR)
         end
-      end
+      end,
+      token
     )
     if sent then
       running.request_id = request_id
@@ -222,7 +262,7 @@ function M.cancel()
     notify("nothing is running")
     return
   end
-  review.dismiss_all("the user cancelled the turn")
+  decisions.withdraw_all(id, "the user cancelled the turn")
   local running = entry.running
   client.when_ready(id, function(lsp_client)
     if running.session then
@@ -324,7 +364,7 @@ function M.format_status(result, entry)
   local lines = {
     ("lsp-agent %s, workspace %s"):format(tostring(result.version), entry.root),
     model and ("model: %s%s"):format(model, source("model"))
-      or "model: none — set settings.lspAgent.model in setup() or LSP_AGENT_MODEL",
+      or "model: none — set it with setup({ settings = { model = … } }) or LSP_AGENT_MODEL",
     ("endpoint: %s (%s)%s"):format(
       tostring(result.baseUrl),
       tostring(result.provider),
@@ -333,6 +373,18 @@ function M.format_status(result, entry)
     ("sandbox: %s"):format(tostring(result.sandbox)),
     ("context window: %s tokens"):format(tostring(result.contextWindow)),
   }
+  local usage = entry.usage
+  if usage then
+    local figures = "last model call: %s input tokens (%s cached), %s output; context %s of %s%s"
+    lines[#lines + 1] = figures:format(
+      tostring(usage.inputTokens),
+      tostring(usage.cachedTokens),
+      tostring(usage.outputTokens),
+      tostring(usage.contextTokens),
+      tostring(usage.contextWindow),
+      (usage.cost and usage.cost ~= vim.NIL) and (", cost " .. tostring(usage.cost)) or ""
+    )
+  end
   for _, session in ipairs(type(result.sessions) == "table" and result.sessions or {}) do
     lines[#lines + 1] = ("session %s%s: %s turns, %s context tokens%s"):format(
       session.session,
@@ -376,9 +428,15 @@ function M.show_answer()
   end
 end
 
+--- Go to the oldest review or question that waits for the user (keys typed before are dropped).
+function M.review()
+  ensure_setup()
+  decisions.focus()
+end
+
 --- Stop the server; the next command starts a fresh one.
 function M.restart()
-  review.dismiss_all("the server was restarted")
+  decisions.withdraw_all(nil, "the server was restarted")
   client.stop_all()
   notify("server stopped; the next :LspAgent command starts it again")
 end

@@ -17,7 +17,7 @@ M.EVENT = "lspAgent/event"
 --- The settings section, in `initializationOptions` and `workspace/configuration`.
 M.SETTINGS_SECTION = "lspAgent"
 
---- `initializationOptions` key where the plugin says what it shows itself.
+--- What the client says about itself, in `initializationOptions` beside the settings.
 M.CLIENT_SECTION = "lspAgentClient"
 
 return M

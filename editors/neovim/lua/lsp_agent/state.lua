@@ -8,12 +8,27 @@ local M = {}
 --- @field session string|nil the conversation `:LspAgent ask` continues (nil: the server's latest)
 --- @field running table|nil the turn in progress: {request_id, session, prompt}
 --- @field step string|nil what the running turn is doing, for the statusline
---- @field answer_buf integer|nil the answer buffer
 --- @field in_text boolean|nil the answer buffer ends in streamed text (the next chunk continues it)
 --- @field status_shown boolean|nil the turn's `status` event was written (no second status line)
+--- @field usage table|nil the last `usage` event: tokens of the last model call, context fill
 
 --- @type table<integer, lsp_agent.ClientState>
 M.clients = {}
+
+--- The answer buffer of each workspace root: it outlives the server (`:LspAgent restart`).
+--- @type table<string, integer>
+M.answer_bufs = {}
+
+--- Reviews and questions waiting for the user, oldest first (see decisions.lua).
+--- @type table[]
+M.decisions = {}
+
+--- Setup warnings already shown: each is said once.
+--- @type table<string, boolean>
+M.warned = {}
+
+--- Work-done tokens handed out so far (each `lspAgent.ask` gets a new one).
+M.tokens = 0
 
 --- The state of a client, created on first use.
 --- @param client_id integer

@@ -12,6 +12,8 @@ H.run(function()
     ":LspAgent",
     "lsp-agent-setup",
     "lsp-agent-review",
+    ":LspAgent-review",
+    "lsp-agent-highlights",
     "lsp_agent.status()",
   }) do
     vim.cmd("help " .. topic)
