@@ -79,6 +79,9 @@ class Settings:
     """User rules `{tool, match?, decision}`, checked before the built-in ones; first match wins."""
     read_only_paths: list[str] = field(default_factory=list)
     """Globs the agent may read but never edit."""
+    prices: Mapping[str, float] = field(default_factory=dict)
+    """What the endpoint charges per million tokens: `input`, `output`, and `cachedInput` when
+    cached input costs less; empty when unknown (no cost is shown)."""
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
     """Setting name (camelCase, as in `lspAgent.*`) → where its value came from: `editor`,
     `env:<VARIABLE>`, `~/.agents/env` or `default`. A name missing here counts as `default`."""
@@ -93,6 +96,8 @@ class Settings:
                 value = f"set (from {source})" if value is not None else None
             elif isinstance(value, list):
                 value = [dict(item) if isinstance(item, dict) else item for item in value]
+            elif isinstance(value, Mapping):
+                value = dict(value)
             described[spec.name] = {"value": value, "source": source}
         return described
 
@@ -448,6 +453,22 @@ def _globs(raw: object, is_text: bool) -> list[str]:
     return [item.strip() for item in raw]
 
 
+def _prices(raw: object, is_text: bool) -> dict[str, float]:
+    del is_text
+    if not isinstance(raw, Mapping):
+        raise ValueError("")
+    prices: dict[str, float] = {}
+    for key, value in raw.items():
+        if key not in ("input", "output", "cachedInput"):
+            raise ValueError(f"unknown price {key!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise ValueError(f"{key} is {value!r}")
+        prices[key] = float(value)
+    if "input" not in prices or "output" not in prices:
+        raise ValueError("input and output are needed")
+    return prices
+
+
 def _rules(raw: object, is_text: bool) -> list[dict[str, str]]:
     # One bad rule rejects the whole list: dropping a `deny` rule could let a later `allow` win.
     del is_text
@@ -538,6 +559,13 @@ _SPECS: tuple[_Spec, ...] = (
         'a list of rules {tool, match, decision} with decision "allow", "ask" or "deny"',
     ),
     _Spec("readOnlyPaths", "read_only_paths", (), _globs, "a list of glob strings"),
+    _Spec(
+        "prices",
+        "prices",
+        (),
+        _prices,
+        "{input, output, cachedInput?}: dollars per million tokens",
+    ),
 )
 
 _BY_NAME = {spec.name: spec for spec in _SPECS}

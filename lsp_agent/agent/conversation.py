@@ -4,7 +4,7 @@ what a turn is asked with and answers."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,6 +13,7 @@ from lsp_agent.agent.instructions import Instructions
 from lsp_agent.context.reminder import FileChangeSource
 from lsp_agent.context.tokens import TokenMeter
 from lsp_agent.context.view import ContextState
+from lsp_agent.model.provider import Usage
 from lsp_agent.session.transcript import Transcript
 from lsp_agent.tools.belt import Toolbox
 from lsp_agent.tools.results import EditCounts
@@ -75,6 +76,10 @@ class Session:
     """Number of user prompts so far."""
     task: asyncio.Task[TurnResult] | None = None
     """The running turn, if any: one at a time per session."""
+    notes: list[str] = field(default_factory=list)
+    """What the next request's reminder tells the model once (the user undid a turn, …)."""
+    usage: Usage = field(default_factory=lambda: Usage(0, 0, 0, estimated=False))
+    """Tokens the session's model calls used so far: input, output and cached input."""
     instructions: Instructions = field(default_factory=lambda: Instructions((), ""))
     """The AGENTS.md files the system prompt was written with (their fingerprint, to tell
     when one changed)."""
@@ -109,3 +114,17 @@ class Session:
             await self.changes.snapshot()
         except Exception as error:  # a missing git must not turn a finished turn into a crash
             log(f"file-change snapshot failed: {error!r}")
+
+
+def cost(usage: Usage, prices: Mapping[str, float]) -> float | None:
+    """What `usage` cost at `prices` (dollars per million tokens); None without prices."""
+    if not prices:
+        return None
+    cached = usage.cached_tokens or 0
+    cached_price = prices.get("cachedInput", prices["input"])
+    dollars = (
+        (usage.prompt_tokens - cached) * prices["input"]
+        + cached * cached_price
+        + usage.completion_tokens * prices["output"]
+    )
+    return round(dollars / 1_000_000, 6)

@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from lsp_agent.agent.conversation import Selection, Session, TurnResult
+from lsp_agent.agent.conversation import Selection, Session, TurnResult, cost
 from lsp_agent.agent.instructions import changed_note
 from lsp_agent.config import Settings
 from lsp_agent.context.layers import ContextEvent, before_call, end_of_turn
@@ -28,7 +28,7 @@ from lsp_agent.context.view import build_request
 from lsp_agent.model.provider import TOOL_MODELS, Provider, ProviderError, Reply, ToolCall, Usage
 from lsp_agent.port import EditorPort
 from lsp_agent.tools.belt import TurnState
-from lsp_agent.tools.results import EditCounts, ToolResult
+from lsp_agent.tools.results import EditCounts, Landed, ToolResult
 from lsp_agent.tools.textcalls import looks_like_tool_call, text_tool_call
 from lsp_agent.tools.workspace import Workspace
 
@@ -103,11 +103,25 @@ class Turn:
         """Tool calls of the last reply not yet answered in the history."""
         self.imitations = 0
         """Replies so far that imitated a tool call in text."""
+        self._asked: dict[str, str] = {}
+        """The text of each open question, by id."""
 
     def emit(self, kind: str, **fields: Any) -> None:
         """One step of the turn, for the editor (`lspAgent/event`)."""
         event = {"session": self.session.id, "turn": self.number, "kind": kind, **fields}
         self.agent.port.emit(event)
+        if kind == "question":
+            self._record_question(fields)
+
+    def _record_question(self, fields: dict[str, Any]) -> None:
+        """Questions go to the transcript when they close, with the text that was asked."""
+        if fields.get("state") == "open":
+            self._asked[str(fields.get("id"))] = str(fields.get("text", ""))
+            return
+        text = self._asked.pop(str(fields.get("id")), "")
+        self.session.transcript.append(
+            {"type": "event", "kind": "question", "turn": self.number, **fields, "text": text}
+        )
 
     async def run(self) -> TurnResult:
         """Run the turn to its end; never raises (a cancel, too, ends with a result)."""
@@ -182,11 +196,13 @@ class Turn:
         note = await asyncio.to_thread(
             changed_note, session.instructions, agent.workspace.root, agent.home
         )
+        notes = [*session.notes, *([note] if note else [])]
+        session.notes.clear()  # told once
         reminder = await reminder_message(
             agent.workspace.root,
             todos=session.plan.items,
             file_changes=await session.changes.changes(),
-            notes=[note] if note else [],
+            notes=notes,
         )
 
         def on_text(chunk: str) -> None:
@@ -218,6 +234,21 @@ class Turn:
         self.emit("toolResult", name=call.name, ok=result.ok, summary=result.summary)
         for path, applied in result.edits:
             self.emit("edit", uri=path.as_uri(), applied=applied)
+        transcript = self.session.transcript
+        transcript.append(
+            {
+                "type": "event",
+                "kind": "tool",
+                "turn": self.number,
+                "id": call.id,
+                "name": call.name,
+                "ok": result.ok,
+                "summary": result.summary,
+                "permission": result.permission,
+            }
+        )
+        for landed in result.landed:
+            transcript.append(_applied_record(self.number, self.agent.workspace, landed))
         self.session.append(_tool_message(call, result.text))
 
     async def _decide(self, point: Callable[..., Any]) -> None:
@@ -257,6 +288,22 @@ class Turn:
         self.emit(
             "start", prompt=self.prompt, continuing=bool(earlier), turns=earlier, message=message
         )
+        selection = self.selection
+        self.session.transcript.append(
+            {
+                "type": "event",
+                "kind": "prompt",
+                "turn": self.number,
+                "prompt": self.prompt,
+                "selection": {
+                    "path": self.agent.workspace.relative(selection.path),
+                    "startLine": selection.start_line,
+                    "endLine": selection.end_line,
+                }
+                if selection is not None
+                else None,
+            }
+        )
 
     def _measure(self, usage: Usage) -> None:
         session, settings = self.session, self.agent.settings
@@ -271,6 +318,14 @@ class Turn:
                 "estimated": usage.estimated,
             }
         )
+        total = session.usage
+        session.usage = Usage(
+            total.prompt_tokens + usage.prompt_tokens,
+            total.completion_tokens + usage.completion_tokens,
+            (total.cached_tokens or 0) + (usage.cached_tokens or 0),
+            estimated=total.estimated or usage.estimated,
+        )
+        spent = cost(usage, settings.prices)
         self.emit(
             "usage",
             inputTokens=usage.prompt_tokens,
@@ -278,6 +333,7 @@ class Turn:
             outputTokens=usage.completion_tokens,
             contextTokens=session.meter.context_tokens,
             contextWindow=settings.context_window,
+            **({"cost": spent} if spent is not None else {}),
         )
 
     def _close_pending(self, why: str) -> None:
@@ -343,6 +399,26 @@ class Turn:
 def _imitates_a_call(text: str, schemas: list[dict[str, Any]]) -> bool:
     names = [schema["function"]["name"] for schema in schemas]
     return bool(text) and looks_like_tool_call(text, names)
+
+
+KEPT_TEXT_CHARS = 2_000_000
+"""A file whose texts (before and after an edit) are longer is not kept for undoing the turn."""
+
+
+def _applied_record(turn: int, workspace: Workspace, landed: Landed) -> dict[str, Any]:
+    """The transcript event of one file an accepted edit changed (what `undoTurn` reads)."""
+    record: dict[str, Any] = {
+        "type": "event",
+        "kind": "applied",
+        "turn": turn,
+        "path": workspace.relative(landed.path),
+    }
+    size = len(landed.before or "") + len(landed.after or "")
+    if size > KEPT_TEXT_CHARS:
+        record["kept"] = False
+    else:
+        record.update(before=landed.before, after=landed.after)
+    return record
 
 
 def _tool_message(call: ToolCall, text: str) -> dict[str, Any]:

@@ -41,6 +41,18 @@ class AskArguments:
     """The selection in `uri`, in the negotiated position encoding."""
     mode: str | None = None
     """`review` (the editor asks before applying) or `auto`; the `mode` setting when omitted."""
+    folder: str | None = None
+    """The workspace folder to run in (a URI), when the editor has several open."""
+
+
+@dataclass(frozen=True)
+class UndoArguments:
+    """`lspAgent.undoTurn`."""
+
+    session: str
+    turn: int | None = None
+    """The turn to undo; the session's last turn with accepted edits when omitted."""
+    mode: str | None = None
 
 
 @dataclass(frozen=True)
@@ -85,23 +97,59 @@ def single_object(command: str, arguments: Sequence[Any]) -> dict[str, Any]:
     return arguments[0]
 
 
-def ask_arguments(arguments: Sequence[Any]) -> AskArguments:
-    """Check `lspAgent.ask`'s argument object."""
-    raw = single_object("lspAgent.ask", arguments)
+ASK_SHAPE = (
+    'the prompt as a string, or one object {"prompt": "...", "session"?, "uri"?, "range"?, '
+    '"mode"?, "folder"?}'
+)
+
+
+def ask_arguments(command: str, arguments: Sequence[Any]) -> AskArguments:
+    """Check the arguments of `lspAgent.ask` / `lspAgent.start`: an object, or the prompt as
+    one or several strings (clients that cannot send an object: several strings are words)."""
+    if arguments and all(isinstance(item, str) for item in arguments):
+        raw: dict[str, Any] = {"prompt": " ".join(arguments)}
+    elif len(arguments) == 1 and isinstance(arguments[0], dict):
+        raw = arguments[0]
+    elif not arguments:
+        raise ArgumentError(f"missing key 'prompt': {command} takes {ASK_SHAPE}")
+    else:
+        raise ArgumentError(f"{command} takes {ASK_SHAPE}")
     prompt = _string(raw, "prompt", required=True)
     assert prompt is not None
     if not prompt.strip():
         raise ArgumentError("prompt must not be empty: say what the agent should do")
-    mode = _string(raw, "mode")
-    if mode is not None and mode not in ("review", "auto"):
-        raise ArgumentError(f'mode must be "review" or "auto", not {mode!r}')
+    mode = _mode(raw)
     uri = _string(raw, "uri")
     selection = None
     if raw.get("range") is not None:
         if uri is None:
             raise ArgumentError("range needs uri: say which document the range is in")
         selection = _range(raw["range"], "range")
-    return AskArguments(prompt, _string(raw, "session"), uri, selection, mode)
+    folder = _string(raw, "folder")
+    return AskArguments(prompt, _string(raw, "session"), uri, selection, mode, folder)
+
+
+def undo_arguments(arguments: Sequence[Any]) -> UndoArguments:
+    """Check `lspAgent.undoTurn`'s argument object."""
+    raw = single_object("lspAgent.undoTurn", arguments)
+    session = _string(raw, "session", required=True)
+    assert session is not None
+    turn = raw.get("turn")
+    if turn is not None and (isinstance(turn, bool) or not isinstance(turn, int) or turn < 1):
+        raise ArgumentError("turn must be a whole number from 1, the turn to undo")
+    return UndoArguments(session, turn, _mode(raw))
+
+
+def folder_argument(command: str, arguments: Sequence[Any]) -> str | None:
+    """The `folder` key of the commands that act on one workspace folder."""
+    return _string(single_object(command, arguments), "folder")
+
+
+def _mode(raw: dict[str, Any]) -> str | None:
+    mode = _string(raw, "mode")
+    if mode is not None and mode not in ("review", "auto"):
+        raise ArgumentError(f'mode must be "review" or "auto", not {mode!r}')
+    return mode
 
 
 def session_argument(command: str, arguments: Sequence[Any], *, required: bool) -> str | None:

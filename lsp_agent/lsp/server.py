@@ -12,30 +12,25 @@ import asyncio
 import contextlib
 import importlib
 import logging
+import re
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcInvalidRequest
+from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 from lsp_agent import __version__
 from lsp_agent.config import Settings, load_settings
-from lsp_agent.errors import ToolError, UserError
 from lsp_agent.lsp import names, positions
-from lsp_agent.lsp.arguments import (
-    ArgumentError,
-    ClientOptions,
-    Range,
-    ask_arguments,
-    client_options,
-    session_argument,
-    single_object,
-)
+from lsp_agent.lsp.arguments import ClientOptions, Range, client_options
+from lsp_agent.lsp.commands import Turns
+from lsp_agent.lsp.commands import register as register_commands
 from lsp_agent.lsp.connection import EXIT_GRACE_S, ParseError, Writer
+from lsp_agent.lsp.folders import Folder, Folders
 from lsp_agent.lsp.framing import Garbage
 from lsp_agent.lsp.port import LspPort
 from lsp_agent.lsp.protocol import (
@@ -43,15 +38,12 @@ from lsp_agent.lsp.protocol import (
     PARSE_ERROR,
     AgentProtocol,
     vet,
-    work_done_token,
 )
-from lsp_agent.tools.stats import combined
 
 if TYPE_CHECKING:
     from lsp_agent.agent.conversation import Selection
     from lsp_agent.agent.sessions import Agent
     from lsp_agent.changes.tracker import ChangeTracker
-    from lsp_agent.safety.sandbox import Availability
 
 # The agent stack (httpx, the loop, the tools) is imported when the first command needs it, and
 # warmed up in a thread after `initialized`: `initialize` must be answered fast (docs/protocol.md),
@@ -59,6 +51,9 @@ if TYPE_CHECKING:
 AGENT_MODULES = ("lsp_agent.agent.sessions", "lsp_agent.model.provider", "lsp_agent.session.store")
 
 log = logging.getLogger(__name__)
+
+_SETTING = re.compile(r"\blspAgent\.([a-z][A-Za-z]+)\b")
+"""A setting named in a message: `lspAgent.model`."""
 
 
 class AgentServer(LanguageServer):
@@ -73,12 +68,14 @@ class AgentServer(LanguageServer):
         )
         self.port = LspPort(self)
         """The core's view of this editor."""
-        self.agent: Agent | None = None
-        """The workspace's agent, made once the client said which folder is open."""
-        self.tracker: ChangeTracker | None = None
-        """Watches the workspace folder for changes made by someone else than the agent."""
-        self.tracker_made = asyncio.Event()
-        """Set once the tracker exists, or is known not to (no folder open, or it failed)."""
+        self.folders = Folders()
+        """The editor's workspace folders, each with its agent and change tracker."""
+        self.folders_ready = asyncio.Event()
+        """Set once the folders of `initialize` are known (after `initialized`)."""
+        self.turns = Turns(self)
+        """Follows running turns: progress, and the answer for clients without a plugin."""
+        self.settings: Settings | None = None
+        """The settings in effect, once the editor's have been read."""
         self.editor_settings: dict[str, Any] = {}
         """`initializationOptions` merged with the `lspAgent` configuration section."""
         self.client = ClientOptions()
@@ -193,10 +190,7 @@ class AgentServer(LanguageServer):
         """Cancel turns and background work, stop watching: the connection is ending."""
         for task in list(self.tasks):
             task.cancel()
-        if self.agent is not None:
-            await self.agent.aclose()
-        if self.tracker is not None:
-            await self.tracker.stop()
+        await asyncio.gather(*(folder.close() for folder in self.folders), return_exceptions=True)
 
     @property
     def position_encoding(self) -> str:
@@ -245,15 +239,33 @@ class AgentServer(LanguageServer):
                 return candidate
         return None
 
-    def workspace_root(self) -> Path:
-        folders = list(self.workspace.folders.values())
-        uri = folders[0].uri if folders else self.workspace.root_uri
-        fs_path = to_fs_path(uri) if uri else None
+    def open_folders(self) -> None:
+        """Give every workspace folder of the editor its tracker (after `initialized`)."""
+        uris = [folder.uri for folder in self.workspace.folders.values()]
+        if not uris and self.workspace.root_uri:
+            uris = [self.workspace.root_uri]
+        for uri in uris:
+            self.add_folder(uri)
+        self.folders_ready.set()
+
+    def add_folder(self, uri: str) -> None:
+        fs_path = to_fs_path(uri)
         if not fs_path:
-            raise UserError(
-                "no workspace folder is open: open a folder in the editor, then ask again"
-            )
-        return Path(fs_path).resolve()
+            self._log_input(f"ignored the workspace folder {uri}: not a file URI")
+            return
+        folder = self.folders.add(Path(fs_path).resolve())
+        if folder is not None:
+            self.run_task(folder.watch(self.port.log), f"watching {folder.root} for changes")
+
+    async def remove_folder(self, uri: str) -> None:
+        fs_path = to_fs_path(uri)
+        folder = self.folders.remove(Path(fs_path).resolve()) if fs_path else None
+        if folder is not None:
+            await folder.close()
+
+    def in_client_words(self, text: str) -> str:
+        """`text` with every `lspAgent.<setting>` named the way this client's user sets it."""
+        return _SETTING.sub(lambda match: self.client.setting(match.group(1)), text)
 
     async def refresh_settings(self) -> Settings:
         """Read the `lspAgent` section from the editor and apply it."""
@@ -275,50 +287,41 @@ class AgentServer(LanguageServer):
         settings, warnings = load_settings(merged)
         for warning in warnings:
             self.window_show_message(
-                types.ShowMessageParams(type=types.MessageType.Warning, message=warning)
+                types.ShowMessageParams(
+                    type=types.MessageType.Warning, message=self.in_client_words(warning)
+                )
             )
-        if self.agent is not None:
-            await self.agent.update_settings(settings)
+        self.settings = settings
+        for folder in self.folders:
+            if folder.agent is not None:
+                await folder.agent.update_settings(settings)
         self.settings_ready.set()
         return settings
-
-    async def watch_workspace(self) -> None:
-        """Start the change tracker on the workspace folder (after `initialized`)."""
-        try:
-            root = self.workspace_root()
-            changes = await asyncio.to_thread(importlib.import_module, "lsp_agent.changes.tracker")
-            self.tracker = changes.ChangeTracker(root, log_line=self.port.log)
-        except UserError:
-            return  # no folder: no agent either, and `ask` says so
-        finally:
-            self.tracker_made.set()
-        await self.tracker.start()
 
     def buffer_changed(self, uri: str) -> None:
         """The editor opened or changed a buffer: the tracker and edits waiting for it hear."""
         self.port.buffer_changed()
-        path = _buffer_path(uri)
-        if self.tracker is None or path is None:
-            return
+        tracker = self._tracker_of(uri)
         document = self.document(uri)
-        if document is not None:
-            self.tracker.buffer_changed(
-                path, document.source.removeprefix("\ufeff"), document.version
-            )
+        if tracker is not None and document is not None:
+            path = _buffer_path(uri)
+            assert path is not None
+            tracker.buffer_changed(path, document.source.removeprefix("\ufeff"), document.version)
 
-    async def ensure_agent(self) -> Agent:
-        """The workspace's agent, made on first use."""
+    def _tracker_of(self, uri: str) -> ChangeTracker | None:
+        path = _buffer_path(uri)
+        folder = self.folders.of_path(path.resolve()) if path is not None else None
+        return folder.tracker if folder is not None else None
+
+    async def ensure_agent(self, folder: Folder) -> Agent:
+        """The folder's agent, made on first use with the settings in effect."""
         await self.settings_ready.wait()
-        await self.tracker_made.wait()
-        if self.agent is None:
-            from lsp_agent.agent.sessions import build_agent
-
-            settings, _ = load_settings(self.editor_settings)
-            self.agent = build_agent(
-                settings, self.workspace_root(), self.port, tracker=self.tracker
-            )
-            await self.refresh_settings()
-        return self.agent
+        settings = self.settings or load_settings(self.editor_settings)[0]
+        made = folder.agent is None
+        agent = await folder.ensure_agent(settings, self.port)
+        if made:
+            await agent.update_settings(settings)
+        return agent
 
 
 def _cause(error: Exception) -> str:
@@ -368,6 +371,7 @@ def selection_of(text: str, range_: Range, encoding: str, path: Path) -> Selecti
 def create_server() -> AgentServer:
     """A server with its commands and document features registered."""
     ls = AgentServer()
+    register_commands(ls)
 
     @ls.feature(types.INITIALIZE)
     def initialize(params: types.InitializeParams) -> None:
@@ -391,10 +395,19 @@ def create_server() -> AgentServer:
 
     @ls.feature(types.INITIALIZED)
     def initialized(params: types.InitializedParams) -> None:
-        """Fetch the `lspAgent` settings section now that the client can answer requests."""
+        """Fetch the `lspAgent` settings section now that the client can answer requests, and
+        start watching every folder."""
         ls.run_task(ls.refresh_settings(), "reading the settings")
         ls.run_task(_warm_up(), "loading the agent")
-        ls.run_task(ls.watch_workspace(), "watching the workspace for changes")
+        ls.open_folders()
+
+    @ls.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+    async def folders_changed(params: types.DidChangeWorkspaceFoldersParams) -> None:
+        """Folders were added to the workspace or removed from it."""
+        for removed in params.event.removed or []:
+            await ls.remove_folder(removed.uri)
+        for added in params.event.added or []:
+            ls.add_folder(added.uri)
 
     @ls.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(params: types.DidOpenTextDocumentParams) -> None:
@@ -409,16 +422,18 @@ def create_server() -> AgentServer:
     @ls.feature(types.TEXT_DOCUMENT_DID_SAVE)
     def did_save(params: types.DidSaveTextDocumentParams) -> None:
         """A save: a formatter may rewrite the file in the next moment."""
+        tracker = ls._tracker_of(params.text_document.uri)
         path = _buffer_path(params.text_document.uri)
-        if ls.tracker is not None and path is not None:
-            ls.tracker.buffer_saved(path)
+        if tracker is not None and path is not None:
+            tracker.buffer_saved(path)
 
     @ls.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(params: types.DidCloseTextDocumentParams) -> None:
         """A buffer closed: the disk is what counts again."""
+        tracker = ls._tracker_of(params.text_document.uri)
         path = _buffer_path(params.text_document.uri)
-        if ls.tracker is not None and path is not None:
-            ls.tracker.buffer_closed(path)
+        if tracker is not None and path is not None:
+            tracker.buffer_closed(path)
 
     @ls.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     def did_change_configuration(params: types.DidChangeConfigurationParams) -> None:
@@ -429,8 +444,11 @@ def create_server() -> AgentServer:
     def progress_cancel(params: types.WorkDoneProgressCancelParams) -> None:
         """The user pressed Cancel on the progress: cancel that turn."""
         session = ls.progress_sessions.get(params.token)
-        if session is not None and ls.agent is not None:
-            ls.agent.cancel(session)
+        if session is None:
+            return
+        for folder in ls.folders:
+            if folder.agent is not None:
+                folder.agent.cancel(session)
 
     @ls.feature(types.SHUTDOWN)
     async def shutdown(params: None) -> None:
@@ -441,125 +459,7 @@ def create_server() -> AgentServer:
         except asyncio.TimeoutError:
             log.warning("lsp-agent: shutdown took longer than %.1f s; answering", EXIT_GRACE_S)
 
-    @ls.command(names.ASK)
-    async def ask(*arguments: Any) -> dict[str, Any]:
-        """Run one agent turn; answers when the turn ends."""
-        args = _checked(lambda: ask_arguments(arguments))
-        agent = await _agent(ls)
-        selection = None
-        if args.uri is not None:
-            selection = await _selection(ls, agent, args.uri, args.range)
-        token = work_done_token.get()
-        try:
-            await agent.load(args.session)
-        except UserError as error:
-            raise JsonRpcInvalidRequest(message=str(error)) from None
-        session = _user_errors(lambda: agent.start(args.prompt, args.session, selection, args.mode))
-        if token is not None:
-            ls.port.progress[session.id] = token
-            ls.progress_sessions[token] = session.id
-            ls.work_done_progress.begin(
-                token,
-                types.WorkDoneProgressBegin(
-                    title="lsp-agent", message=args.prompt[:100], cancellable=True
-                ),
-            )
-        try:
-            result = await agent.wait(session)
-        finally:
-            if token is not None:
-                ls.port.progress.pop(session.id, None)
-                ls.progress_sessions.pop(token, None)
-                ls.work_done_progress.end(token, types.WorkDoneProgressEnd(message="done"))
-        return result.to_json()
-
-    @ls.command(names.CANCEL)
-    async def cancel(*arguments: Any) -> dict[str, bool]:
-        """Cancel a session's running turn."""
-        session = _checked(lambda: session_argument(names.CANCEL, arguments, required=True))
-        assert session is not None
-        cancelled = ls.agent.cancel(session) if ls.agent is not None else False
-        return {"cancelled": cancelled}
-
-    @ls.command(names.NEW_SESSION)
-    async def new_session(*arguments: Any) -> dict[str, str]:
-        """Start a new conversation."""
-        _checked(lambda: single_object(names.NEW_SESSION, arguments))
-        agent = await _agent(ls)
-        return {"session": agent.new_session().id}
-
-    @ls.command(names.SESSIONS)
-    async def sessions(*arguments: Any) -> list[dict[str, Any]]:
-        """The workspace's stored sessions, newest first."""
-        _checked(lambda: single_object(names.SESSIONS, arguments))
-        agent = await _agent(ls)
-        listed = await asyncio.to_thread(agent.store.list)
-        return [
-            {**info.as_dict(), "transcript": str(agent.store.directory / f"{info.session}.jsonl")}
-            for info in listed
-        ]
-
-    @ls.command(names.STATUS)
-    async def status(*arguments: Any) -> dict[str, Any]:
-        """The model and settings in effect, and the sessions of this server."""
-        wanted = _checked(lambda: session_argument(names.STATUS, arguments, required=False))
-        await ls.settings_ready.wait()
-        agent = ls.agent
-        settings = agent.settings if agent is not None else load_settings(ls.editor_settings)[0]
-        listed = agent.status() if agent is not None else []
-        figures = {
-            sid: session.toolbox.edit_stats
-            for sid, session in (agent.sessions.items() if agent is not None else ())
-        }
-        for entry in listed:
-            entry["edits"] = figures[entry["session"]].to_json()
-        if wanted is not None:
-            listed = [s for s in listed if s["session"] == wanted]
-        # The probe runs a real sandboxed command once per process: off the event loop.
-        sandbox = await asyncio.to_thread(_sandbox_availability, agent)
-        return {
-            "model": settings.model,
-            "baseUrl": settings.base_url,
-            "provider": settings.provider,
-            "sandbox": sandbox.kind,
-            "sandboxReason": sandbox.reason,
-            "contextWindow": settings.context_window,
-            "sessions": listed,
-            "edits": combined(figures.values()).to_json(),
-            "settings": settings.describe(),
-            "version": __version__,
-            "changes": _tracker_status(ls.tracker),
-        }
-
     return ls
-
-
-def _tracker_status(tracker: ChangeTracker | None) -> dict[str, Any]:
-    """How the workspace is watched: `watching` is `inotify`, `native`, `polling` (compared
-    once a turn, past the inotify limit) or `none`; `ready` once the first comparison is made."""
-    if tracker is None:
-        return {
-            "watching": "none",
-            "mode": None,
-            "watches": 0,
-            "fallbackReason": None,
-            "ready": False,
-        }
-    return {
-        "watching": tracker.watching,
-        "mode": tracker.mode,
-        "watches": tracker.watches,
-        "fallbackReason": tracker.fallback_reason,
-        "ready": tracker.ready,
-    }
-
-
-def _sandbox_availability(agent: Agent | None) -> Availability:
-    if agent is not None:
-        return agent.sandbox.availability
-    from lsp_agent.safety.sandbox import probe
-
-    return probe()
 
 
 async def _warm_up() -> None:
@@ -568,42 +468,3 @@ async def _warm_up() -> None:
     from lsp_agent.safety.sandbox import probe
 
     await asyncio.to_thread(probe)
-
-
-async def _agent(ls: AgentServer) -> Agent:
-    try:
-        return await ls.ensure_agent()
-    except UserError as error:
-        raise JsonRpcInvalidRequest(message=str(error)) from None
-
-
-async def _selection(
-    ls: AgentServer, agent: Agent, uri: str, range_: Range | None
-) -> Selection | None:
-    fs_path = to_fs_path(uri)
-    if fs_path is None:
-        raise JsonRpcInvalidParams.of(ValueError(f"uri must be a file URI, not {uri!r}"))
-    try:
-        path = agent.workspace.resolve(fs_path)
-        document = await agent.workspace_document(path)
-    except ToolError as error:
-        raise JsonRpcInvalidParams.of(ValueError(f"uri: {error.message}")) from None
-    if range_ is None:
-        from lsp_agent.agent.conversation import Selection
-
-        return Selection(path)
-    return selection_of(document.text, range_, ls.position_encoding, path)
-
-
-def _checked(parse: Any) -> Any:
-    try:
-        return parse()
-    except ArgumentError as error:
-        raise JsonRpcInvalidParams.of(error) from None
-
-
-def _user_errors(call: Any) -> Any:
-    try:
-        return call()
-    except UserError as error:
-        raise JsonRpcInvalidRequest(message=str(error)) from None

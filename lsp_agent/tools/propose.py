@@ -29,7 +29,7 @@ from lsp_agent.tools import syntax
 from lsp_agent.tools.outcome import hunk_outcomes
 from lsp_agent.tools.reads import Reads
 from lsp_agent.tools.rebase import rebase
-from lsp_agent.tools.results import EditCounts, ToolResult
+from lsp_agent.tools.results import EditCounts, Landed, ToolResult
 from lsp_agent.tools.workspace import Workspace
 
 REBASE_ATTEMPTS = 3
@@ -221,9 +221,13 @@ class Proposer:
         told: list[str] = []
         diffs: list[str] = []
         unconfirmed: list[str] = []
+        changed: list[Landed] = []
         for item in pinned.planned:
             change = item.change
             landed, confirmed = await self._landed(change)
+            now = change.after if not confirmed else landed.text if landed is not None else None
+            if now != change.before:
+                changed.append(Landed(change.path, change.before, now))
             if change.after is None:
                 self.reads.forget(change.path, "you deleted it")
                 if landed is not None:
@@ -257,6 +261,7 @@ class Proposer:
                 ok=True,
                 summary=f"{summary} (changed by the user)"[:200],
                 edits=edits,
+                landed=tuple(changed),
             )
         diff = "".join(diffs)
         return ToolResult(
@@ -264,6 +269,7 @@ class Proposer:
             ok=True,
             summary=f"{summary} ({_diff_size(diff)})"[:200],
             edits=edits,
+            landed=tuple(changed),
         )
 
     async def _landed(self, change: FileChange) -> tuple[Document | None, bool]:

@@ -5,10 +5,13 @@
 
 /** `workspace/executeCommand` commands. */
 export const ASK = 'lspAgent.ask';
+export const START = 'lspAgent.start';
 export const CANCEL = 'lspAgent.cancel';
 export const NEW_SESSION = 'lspAgent.newSession';
 export const SESSIONS = 'lspAgent.sessions';
 export const STATUS = 'lspAgent.status';
+export const HISTORY = 'lspAgent.history';
+export const UNDO_TURN = 'lspAgent.undoTurn';
 
 /** Server → client notification for every step of a turn. */
 export const EVENT = 'lspAgent/event';
@@ -41,10 +44,12 @@ export const SERVER_SETTINGS = [
     'toolOutputCap',
     'stubChars',
     'commandTimeout',
+    'questionTimeout',
     'maxTurns',
     'mode',
     'permissions',
     'readOnlyPaths',
+    'prices',
 ] as const;
 
 export type ServerSetting = (typeof SERVER_SETTINGS)[number];

@@ -26,6 +26,7 @@ M.ENVIRONMENT = {
   toolOutputCap = "TOOL_OUTPUT_CAP",
   stubChars = "STUB_CHARS",
   commandTimeout = "COMMAND_TIMEOUT",
+  questionTimeout = "LSP_AGENT_QUESTION_TIMEOUT",
   maxTurns = "LSP_AGENT_MAX_TURNS",
 }
 
