@@ -34,7 +34,7 @@ from lsp_agent.config import Settings
 from lsp_agent.context.history import ContextState, before_call, build_request, end_of_turn
 from lsp_agent.context.reminder import GitStatusChanges, reminder_message
 from lsp_agent.context.tokens import Message, TokenMeter, request_bytes
-from lsp_agent.model.provider import Usage
+from lsp_agent.messages import Usage
 from lsp_agent.tools.todo import TodoItem
 
 PLAN = [

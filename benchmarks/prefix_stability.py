@@ -40,7 +40,7 @@ from lsp_agent.context.history import (
 )
 from lsp_agent.context.reminder import render
 from lsp_agent.context.tokens import Message, TokenMeter, request_bytes
-from lsp_agent.model.provider import Reply, Usage
+from lsp_agent.messages import Reply, Usage
 
 BYTES_PER_TOKEN = 3.8
 """The simulated tokenizer: a little off the 3.5 the estimates assume, as a real one is."""

@@ -40,7 +40,8 @@ from lsp_agent.context.history import (
     stub,
 )
 from lsp_agent.context.tokens import Message, TokenMeter, request_bytes
-from lsp_agent.model.provider import Reply, Usage, to_anthropic
+from lsp_agent.messages import Reply, Usage
+from lsp_agent.model.anthropic import to_anthropic
 from lsp_agent.tools.toolbox import TOOL_SCHEMAS
 from tests.fake_model import ScriptedAnthropic, ScriptedModel, _Rejection
 

@@ -8,7 +8,7 @@ from lsp_agent.context.tokens import (
     request_bytes,
     tokens_between,
 )
-from lsp_agent.model.provider import Usage
+from lsp_agent.messages import Usage
 
 SYSTEM = {"role": "system", "content": "You are a coding agent."}
 USER = {"role": "user", "content": "Fix the parser."}

@@ -13,19 +13,11 @@ from typing import Any
 import httpx
 import pytest
 
-from lsp_agent.model.provider import (
-    AnthropicProvider,
-    OpenAIProvider,
-    Provider,
-    ProviderError,
-    Reply,
-    Usage,
-    cached_tokens,
-    estimate_tokens,
-    make_provider,
-    retry_after_seconds,
-    to_anthropic,
-)
+from lsp_agent.messages import Reply, Usage, cached_tokens, estimate_tokens
+from lsp_agent.model import Provider, ProviderError, make_provider
+from lsp_agent.model.anthropic import AnthropicProvider, to_anthropic
+from lsp_agent.model.http import retry_after_seconds
+from lsp_agent.model.openai import OpenAIProvider
 from tests.fake_model import (
     Error,
     ScriptedAnthropic,

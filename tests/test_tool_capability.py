@@ -11,7 +11,7 @@ from pathlib import Path
 
 from lsp_agent.agent.sessions import FAILED, Agent
 from lsp_agent.config import Settings
-from lsp_agent.model.provider import make_provider
+from lsp_agent.model import make_provider
 from lsp_agent.session.store import SessionStore
 from lsp_agent.tools.workspace import Workspace
 from tests.fake_model import ScriptedModel, error, refuse_stream_with_tools

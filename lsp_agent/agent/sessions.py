@@ -29,15 +29,8 @@ from lsp_agent.context.history import (
 from lsp_agent.context.reminder import FileChangeSource, GitStatusChanges, reminder_message
 from lsp_agent.context.tokens import TokenMeter, request_bytes
 from lsp_agent.errors import UserError
-from lsp_agent.model.provider import (
-    TOOL_MODELS,
-    Provider,
-    ProviderError,
-    Reply,
-    ToolCall,
-    Usage,
-    estimate_tokens,
-)
+from lsp_agent.messages import Reply, ToolCall, Usage, estimate_tokens
+from lsp_agent.model import TOOL_MODELS, Provider, ProviderError
 from lsp_agent.port import Document, EditorPort
 from lsp_agent.safety.sandbox import Sandbox
 from lsp_agent.session.store import SessionStore, Transcript

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lsp_agent.context.tokens import Message, message_bytes
-from lsp_agent.model.provider import Provider, ProviderError, estimate_tokens
+from lsp_agent.messages import estimate_tokens
+from lsp_agent.model import Provider, ProviderError
 
 if TYPE_CHECKING:
     from lsp_agent.context.history import View

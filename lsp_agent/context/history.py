@@ -28,7 +28,7 @@ from typing import Any, Literal, Protocol
 from lsp_agent.config import Settings
 from lsp_agent.context.compact import Compact, note_message
 from lsp_agent.context.tokens import Message, TokenMeter, message_bytes
-from lsp_agent.model.provider import Provider
+from lsp_agent.model import Provider
 
 log = logging.getLogger(__name__)
 

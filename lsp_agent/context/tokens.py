@@ -17,10 +17,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from lsp_agent.model.provider import Usage, estimate_tokens
-
-Message = dict[str, Any]
-"""An OpenAI chat message, as the history stores it."""
+from lsp_agent.messages import Message as Message  # the context layers import it from here
+from lsp_agent.messages import Usage, estimate_tokens
 
 
 def message_bytes(message: Mapping[str, Any]) -> int:

@@ -39,13 +39,13 @@ from lsp_agent.tools.stats import combined
 if TYPE_CHECKING:
     from lsp_agent.agent.sessions import Agent, Selection
     from lsp_agent.changes.tracker import ChangeTracker
-    from lsp_agent.model.provider import Provider
+    from lsp_agent.model import Provider
     from lsp_agent.safety.sandbox import Availability
 
 # The agent stack (httpx, the loop, the tools) is imported when the first command needs it, and
 # warmed up in a thread after `initialized`: `initialize` must be answered fast (DESIGN §8), and
 # lsprotocol alone costs a third of a second to import.
-AGENT_MODULES = ("lsp_agent.agent.sessions", "lsp_agent.model.provider", "lsp_agent.session.store")
+AGENT_MODULES = ("lsp_agent.agent.sessions", "lsp_agent.model.openai", "lsp_agent.session.store")
 
 log = logging.getLogger(__name__)
 
@@ -483,7 +483,7 @@ def _is_request(message: Any) -> bool:
 
 
 def _provider(settings: Settings) -> Provider:
-    from lsp_agent.model.provider import make_provider
+    from lsp_agent.model import make_provider
 
     return make_provider(
         settings.provider, settings.base_url, settings.model or "", settings.api_key

@@ -268,7 +268,7 @@ async def _run_turn(
 ) -> int:
     from lsp_agent.agent.sessions import COMPLETED, FAILED, Agent
     from lsp_agent.config import load_settings
-    from lsp_agent.model.provider import make_provider
+    from lsp_agent.model import make_provider
     from lsp_agent.session.store import SessionStore
     from lsp_agent.tools.workspace import Workspace
 
@@ -320,7 +320,7 @@ def _auto_approved(yes: bool, yes_commands: bool) -> frozenset[str]:
 
 async def _no_model_message(agent: Any) -> str:
     """Why no turn can run without a model, with what the endpoint offers when it answers."""
-    from lsp_agent.model.provider import ProviderError
+    from lsp_agent.model import ProviderError
 
     base_url = agent.settings.base_url
     try:
@@ -351,7 +351,7 @@ def _sessions(workspace: Path) -> int:
 
 async def _doctor() -> int:
     from lsp_agent.config import load_settings
-    from lsp_agent.model.provider import ProviderError, make_provider
+    from lsp_agent.model import ProviderError, make_provider
 
     failures = 0
 

@@ -1,0 +1,493 @@
+"""What both dialects share: the HTTP client, retries, and faults turned into sentences.
+
+Faults: 408/409/429/5xx and connections that break before any byte are retried with exponential
+backoff and jitter, honouring `Retry-After`; a stream that breaks mid-reply is retried once from
+scratch. Everything else ends the turn with a `ProviderError` whose message is one sentence that
+says what to fix. The API key travels only in its header: never in a message, a log or a repr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import re
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import httpx
+
+from lsp_agent.messages import Reply, ToolCall, Usage, as_int, cached_tokens, estimate_tokens
+from lsp_agent.model import (
+    API_KEY_SETTING,
+    BASE_URL_SETTING,
+    CONTEXT_SETTING,
+    MODEL_SETTING,
+    TOOL_MODELS,
+    ProviderError,
+    TextSink,
+)
+from lsp_agent.model.encoding import dumps
+from lsp_agent.model.stream import Draft, ReplayingSink, StreamBroken
+
+log = logging.getLogger(__name__)
+
+_RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
+_EXCERPT_CHARS = 200
+_LISTED_MODELS = 20
+_MODEL_MISSING = re.compile(r"model\b.*\b(not found|does not exist|not exist|unknown)", re.I | re.S)
+_CONTEXT_EXCEEDED = re.compile(
+    r"context[ _](length|window)|maximum context|prompt is too long|too many tokens", re.I
+)
+_TOOLS_UNSUPPORTED = re.compile(
+    r"(does not|doesn't|do not|cannot|can't) support (tools|tool[ _-]?(use|calls?|calling)"
+    r"|function[ _-]?call(s|ing)?)"
+    r"|\b(tools|tool[ _-]?(use|calls?|calling)|function[ _-]?calling)( param(eter)?)? (is|are) "
+    r"not supported"
+    r"|unrecognized request argument supplied: tools"
+    r"|tools param requires --jinja"
+    r"|tool choice requires --enable-auto-tool-choice"
+    r"|no endpoints found that support tool use",
+    re.I,
+)
+"""How servers say the model cannot take `tools`: Ollama (`… does not support tools`), OpenAI
+(`tools is not supported in this model`), Azure (`Unrecognized request argument supplied: tools`),
+llama.cpp (`tools param requires --jinja flag`), vLLM (`"auto" tool choice requires
+--enable-auto-tool-choice …`), OpenRouter (`No endpoints found that support tool use`)."""
+
+
+def retry_after_seconds(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """How long the server asks us to wait: `retry-after-ms`, or `Retry-After` seconds or date."""
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(float(millis) / 1000, 0.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(when.timestamp() - (time.time() if now is None else now), 0.0)
+
+
+class Retry(Exception):
+    """A fault worth another attempt after a pause."""
+
+    def __init__(
+        self,
+        status: int | None,
+        excerpt: str,
+        retry_after: float | None = None,
+        *,
+        allowed: bool = True,
+    ) -> None:
+        super().__init__(f"{status or 'connection broke'}: {excerpt}")
+        self.status = status
+        """The HTTP status, or None when the connection broke before any reply."""
+        self.excerpt = excerpt
+        self.retry_after = retry_after
+        self.allowed = allowed
+        """False when the server said `x-should-retry: false`."""
+
+
+class StreamWithToolsRefused(Exception):
+    """The server cannot stream when tools are present (llama-cpp-python, older llama.cpp)."""
+
+
+class StreamOptionsRefused(Exception):
+    """The server rejects `stream_options` (some older OpenAI-compatible servers)."""
+
+
+class HTTPProvider:
+    """What both providers share: the HTTP client, the retry loop, and the error sentences."""
+
+    name = ""
+    api_key_hint = API_KEY_SETTING
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        *,
+        retries: int = 4,
+        base_delay: float = 1.0,
+        max_delay: float = 30.0,
+        max_retry_after: float = 60.0,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 300.0,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        """The endpoint as configured (shown in messages and in `status`)."""
+        self.model = model
+        self._api_key = api_key or None
+        self.retries = retries
+        """How many times a retryable fault is retried before the turn fails."""
+        self.base_delay = base_delay
+        """The first backoff pause in seconds; it doubles at each retry, up to `max_delay`."""
+        self.max_delay = max_delay
+        self.max_retry_after = max_retry_after
+        """A longer `Retry-After` fails at once: waiting minutes inside a turn helps nobody."""
+        self.read_timeout = read_timeout
+        self._client = httpx.AsyncClient(
+            timeout=httpx.Timeout(
+                connect=connect_timeout, read=read_timeout, write=60.0, pool=connect_timeout
+            )
+        )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
+
+    async def aclose(self) -> None:
+        """Close the HTTP client."""
+        await self._client.aclose()
+
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], on_text: TextSink
+    ) -> Reply:
+        """Send the request, stream the text to `on_text`, return the whole reply."""
+        sink = ReplayingSink(on_text)
+        retries = 0
+        broken = False
+        while True:
+            sink.restart()
+            try:
+                draft = await self._attempt(messages, tools, sink)
+            except Retry as fault:
+                if not fault.allowed or retries >= self.retries:
+                    raise self._gave_up(fault, retries) from None
+                delay = self._delay(retries, fault.retry_after)
+                if delay > self.max_retry_after:
+                    raise self._gave_up(fault, retries, wait=delay) from None
+                retries += 1
+                log.warning("%s; retry %d of %d in %.1f s", fault, retries, self.retries, delay)
+                await asyncio.sleep(delay)
+                continue
+            except StreamBroken as fault:
+                if broken:
+                    raise ProviderError(
+                        f"the reply from {self.base_url} broke off twice ({fault}): ask again; "
+                        "if it keeps happening, check the server's log"
+                    ) from None
+                broken = True
+                log.warning("the reply broke off (%s); trying once more", fault)
+                continue
+            return self._reply(draft, messages, tools)
+
+    async def list_models(self) -> list[str]:
+        """The model names the endpoint offers (`GET …/models`)."""
+        url = self._models_url()
+        try:
+            response = await self._client.get(url, headers=self._headers())
+        except httpx.HTTPError as error:
+            raise self._transport_error(error) from None
+        except httpx.InvalidURL as error:
+            raise self._invalid_url(error) from None
+        if response.status_code in (401, 403):
+            raise self._key_refused(response.status_code, self._excerpt(response.content))
+        if response.status_code >= 300:
+            raise ProviderError(
+                f"{url} answered {response.status_code} "
+                f"({self._excerpt(response.content)}): check {BASE_URL_SETTING}",
+                response.status_code,
+            )
+        try:
+            data = response.json()
+            return [str(item["id"]) for item in data["data"]]
+        except (ValueError, KeyError, TypeError):
+            raise ProviderError(
+                f"{url} did not answer with a model list: check {BASE_URL_SETTING}",
+                response.status_code,
+            ) from None
+
+    async def _attempt(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], sink: ReplayingSink
+    ) -> Draft:
+        raise NotImplementedError
+
+    def _headers(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def _models_url(self) -> str:
+        raise NotImplementedError
+
+    async def _post(
+        self,
+        url: str,
+        body: dict[str, Any],
+        read: Callable[[httpx.Response], Awaitable[Draft]],
+        *,
+        streamed_with_tools: bool = False,
+        stream_options: bool = False,
+    ) -> Draft:
+        """POST `body`, turn HTTP faults into our exceptions, and `read` a successful response."""
+        with_tools = bool(body.get("tools"))
+        content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        headers = {**self._headers(), "content-type": "application/json"}
+        try:
+            async with self._client.stream(
+                "POST", url, content=content, headers=headers
+            ) as response:
+                if response.status_code < 300:
+                    return await read(response)
+                await response.aread()
+        except httpx.InvalidURL as error:
+            raise self._invalid_url(error) from None
+        except (httpx.ConnectError, httpx.TimeoutException, httpx.UnsupportedProtocol) as error:
+            raise self._transport_error(error) from None
+        except httpx.TransportError as error:
+            raise Retry(None, type(error).__name__) from None
+        raise await self._status_fault(
+            response,
+            url,
+            with_tools=with_tools,
+            streamed_with_tools=streamed_with_tools,
+            stream_options=stream_options,
+        )
+
+    async def _status_fault(
+        self,
+        response: httpx.Response,
+        url: str,
+        *,
+        with_tools: bool,
+        streamed_with_tools: bool,
+        stream_options: bool,
+    ) -> Exception:
+        """The exception for an error status: retry, fall back, or a sentence for the user."""
+        status = response.status_code
+        message, code = error_info(response.content)
+        excerpt = self._excerpt(response.content)
+        lowered = message.lower()
+        if status in (401, 403):
+            return self._key_refused(status, excerpt)
+        # "stream" must be the server's word, not part of the model's name.
+        said = lowered.replace(self.model.lower(), "") if self.model else lowered
+        refusal = status in (400, 422, 500, 501) and "tool" in said and "stream" in said
+        if streamed_with_tools and refusal:
+            return StreamWithToolsRefused()
+        # Before the 404 and 5xx rules: Azure and OpenRouter say it with 404, llama.cpp with 500.
+        if with_tools and _TOOLS_UNSUPPORTED.search(message):
+            return self._tools_refused(status, excerpt, lowered)
+        if (
+            status == 404
+            or code == "model_not_found"
+            or (status < 500 and _MODEL_MISSING.search(message))
+        ):
+            return await self._model_missing(status, url, excerpt)
+        if stream_options and status in (400, 422) and "stream_options" in lowered:
+            return StreamOptionsRefused()
+        if status in _RETRYABLE_STATUS or status >= 500:
+            allowed = response.headers.get("x-should-retry", "").lower() != "false"
+            return Retry(status, excerpt, retry_after_seconds(response.headers), allowed=allowed)
+        if code == "context_length_exceeded" or _CONTEXT_EXCEEDED.search(message):
+            return ProviderError(
+                f"the request is longer than the model's context window ({excerpt}): "
+                f"lower {CONTEXT_SETTING} to what the model at {self.base_url} accepts",
+                status,
+            )
+        return ProviderError(
+            f"the endpoint {url} rejected the request ({status}: {excerpt}); "
+            "it may not support this kind of request: check the server's log",
+            status,
+        )
+
+    async def _model_missing(self, status: int, url: str, excerpt: str) -> ProviderError:
+        """Say which model is missing and, when the endpoint lists them, which ones exist."""
+        try:
+            available: list[str] | None = await self.list_models()
+        except (ProviderError, httpx.HTTPError, httpx.InvalidURL):
+            available = None
+        if available is not None and self.model in available and status == 404:
+            return ProviderError(
+                f"the endpoint {url} answered 404 ({excerpt}): check {BASE_URL_SETTING} "
+                "(OpenAI-compatible servers usually end in /v1)",
+                status,
+            )
+        head = f"model '{self.model}' is not available at {self.base_url}: set {MODEL_SETTING}"
+        if available is None:
+            return ProviderError(
+                f"{head} ({status}: {excerpt}; the model list could not be read either, "
+                f"so check {BASE_URL_SETTING} too)",
+                status,
+            )
+        if not available:
+            return ProviderError(f"{head} (the endpoint lists no models)", status)
+        shown = ", ".join(available[:_LISTED_MODELS])
+        more = len(available) - _LISTED_MODELS
+        if more > 0:
+            shown += f" and {more} more"
+        return ProviderError(f"{head} (available: {shown})", status)
+
+    def _gave_up(self, fault: Retry, retries: int, wait: float | None = None) -> ProviderError:
+        """The sentence for a retryable fault that is not retried (any more)."""
+        after = f" after {retries} {'retry' if retries == 1 else 'retries'}" if retries else ""
+        if fault.status is None:
+            sentence = (
+                f"the connection to {self.base_url} broke before any reply{after} "
+                f"({fault.excerpt}): is the server crashing? check its log"
+            )
+        elif fault.status == 429:
+            sentence = (
+                f"the endpoint {self.base_url} is rate limiting requests{after} "
+                f"(429: {fault.excerpt}): wait a little and ask again"
+            )
+        else:
+            sentence = (
+                f"the model endpoint at {self.base_url} failed with {fault.status}{after} "
+                f"({fault.excerpt}): check the server's log or ask again"
+            )
+        if wait is not None:
+            sentence = f"{sentence} (it asks to wait {wait:.0f} s first)"
+        return ProviderError(sentence, fault.status)
+
+    def _tools_refused(self, status: int, excerpt: str, lowered: str) -> ProviderError:
+        """The sentence for an endpoint that will not take `tools` for this model."""
+        head = (
+            f"model '{self.model}' at {self.base_url} cannot call tools ({status}: {excerpt}), "
+            "and lsp-agent reads and edits files only through tool calls"
+        )
+        other = f"set {MODEL_SETTING} to a model that can call tools"
+        if "--jinja" in lowered:
+            fix = (
+                "restart llama-server with --jinja (it then uses the model's own chat template, "
+                f"which knows its tool-call format), or {other}, such as {TOOL_MODELS}"
+            )
+        elif "--enable-auto-tool-choice" in lowered:
+            fix = (
+                "restart vLLM with --enable-auto-tool-choice and the --tool-call-parser that fits "
+                f"the model (hermes for Qwen2.5, llama3_json for Llama 3.1), or {other}"
+            )
+        elif "ollama" in lowered or ":11434" in self.base_url:
+            fix = (
+                f"pull one that can, such as {TOOL_MODELS} (ollama pull qwen2.5-coder:7b), and "
+                f"set {MODEL_SETTING} to it"
+            )
+        else:
+            fix = f"{other} (on Ollama, for example {TOOL_MODELS})"
+        return ProviderError(f"{head}: {fix}", status)
+
+    def _key_refused(self, status: int, excerpt: str) -> ProviderError:
+        if self._api_key is None:
+            return ProviderError(
+                f"the endpoint {self.base_url} wants an API key ({status}: {excerpt}): "
+                f"set {self.api_key_hint}",
+                status,
+            )
+        return ProviderError(
+            f"the endpoint {self.base_url} refused the API key ({status}: {excerpt}): "
+            f"set {self.api_key_hint}",
+            status,
+        )
+
+    def _transport_error(self, error: Exception) -> ProviderError:
+        if isinstance(error, httpx.UnsupportedProtocol):
+            return self._invalid_url(error)
+        if isinstance(error, (httpx.ConnectError, httpx.ConnectTimeout)):
+            return ProviderError(
+                f"cannot reach the model endpoint at {self.base_url}: is the server running? "
+                f"Set {BASE_URL_SETTING}"
+            )
+        if isinstance(error, httpx.TimeoutException):
+            return ProviderError(
+                f"the model endpoint at {self.base_url} sent nothing for {self.read_timeout:.0f} s "
+                f"({type(error).__name__}): is the server overloaded? check its log"
+            )
+        return ProviderError(
+            f"the connection to {self.base_url} failed ({type(error).__name__}): "
+            f"check {BASE_URL_SETTING} and the server's log"
+        )
+
+    def _invalid_url(self, error: Exception) -> ProviderError:
+        return ProviderError(
+            f"the model endpoint URL '{self.base_url}' is not valid ({error}): set "
+            f"{BASE_URL_SETTING} to a URL like http://localhost:11434/v1"
+        )
+
+    def _excerpt(self, content: bytes) -> str:
+        """A short, key-free excerpt of what the server said."""
+        message, _ = error_info(content)
+        text = " ".join(message.split()) or "no details"
+        if self._api_key:
+            text = text.replace(self._api_key, "***")
+        if len(text) > _EXCERPT_CHARS:
+            text = text[: _EXCERPT_CHARS - 1] + "…"
+        return text
+
+    def _delay(self, retry: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return retry_after
+        backoff = min(self.max_delay, self.base_delay * 2.0**retry)
+        return backoff * random.uniform(0.5, 1.0)
+
+    def _broken(self, error: httpx.HTTPError) -> Exception:
+        """A fault while reading a successful response."""
+        if isinstance(error, httpx.TimeoutException):
+            return self._transport_error(error)
+        return StreamBroken(f"{type(error).__name__}: {error}")
+
+    def _reply(
+        self, draft: Draft, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> Reply:
+        text = "".join(draft.text)
+        calls = draft.tool_calls()
+        return Reply(
+            text, calls, self._usage(draft.usage, messages, tools, text, calls), draft.finish_reason
+        )
+
+    def _usage(
+        self,
+        usage: Mapping[str, Any] | None,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        text: str,
+        calls: tuple[ToolCall, ...],
+    ) -> Usage:
+        usage = usage or {}
+        prompt = as_int(usage.get("prompt_tokens"))
+        completion = as_int(usage.get("completion_tokens"))
+        estimated = prompt is None or completion is None
+        if prompt is None:
+            size = len(dumps(messages)) + (len(dumps(tools)) if tools else 0)
+            prompt = estimate_tokens(size)
+        if completion is None:
+            completion = estimate_tokens(
+                text + "".join(call.name + call.arguments for call in calls)
+            )
+        return Usage(prompt, completion, cached_tokens(usage), estimated)
+
+
+def error_info(content: bytes) -> tuple[str, str | None]:
+    """The message and code of an error body in the shapes servers use (OpenAI, Ollama, FastAPI)."""
+    text = content.decode("utf-8", "replace")
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text.strip(), None
+    if not isinstance(data, dict):
+        return text.strip(), None
+    error = data.get("error")
+    if isinstance(error, dict):
+        code = error.get("code")
+        message = error.get("message")
+        return (
+            str(message) if message is not None else text.strip(),
+            str(code) if code is not None else None,
+        )
+    if isinstance(error, str):
+        return error, None
+    for key in ("message", "detail"):
+        if isinstance(data.get(key), str):
+            return str(data[key]), None
+    return text.strip(), None
