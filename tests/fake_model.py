@@ -16,6 +16,13 @@ with tool calls and null content (HTTP 500, as llama-cpp-python), tool messages 
 pending call or calls left unanswered (400, OpenAI's wording), a missing or unknown model, a wrong
 API key. Running out of script answers 500 "script exhausted" with `x-should-retry: false`, so a
 test that makes one call too many fails at once and says why.
+
+Faults a real endpoint commits are steps too: `page` (an HTML login page with 200), `raw_stream`
+(SSE payloads sent exactly as given: chunks without `choices`, a string `delta`, a tool-call
+index that is not an integer, an emoji escape split across two chunks), `empty_stream`, `flood`
+(megabytes of text in tiny deltas or in one). Every completion request is kept as sent
+(`bodies`, the raw bytes) with its `timings` (when it arrived, when its answer's last byte left),
+for benchmarks that measure what the client does between two requests.
 """
 
 from __future__ import annotations
@@ -117,6 +124,44 @@ class RefuseStreamWithTools(Step):
     """
 
 
+@dataclass(frozen=True)
+class Raw(Step):
+    """Stream these SSE data payloads as they are: a dict as its JSON, a string verbatim."""
+
+    events: tuple[Body | str, ...]
+    done: bool = True
+    """End with `data: [DONE]` (OpenAI); False ends the stream without it."""
+
+
+@dataclass(frozen=True)
+class Page(Step):
+    """Answer `status` with `body` as `content_type`: a login page, a web UI's index."""
+
+    body: str
+    status: int = 200
+    content_type: str = "text/html; charset=utf-8"
+
+
+@dataclass(frozen=True)
+class Flood(Step):
+    """Stream `size` characters of text in deltas of `chunk` characters (one delta when
+    `chunk` >= `size`), written in batches so that the fake keeps up."""
+
+    size: int
+    chunk: int
+
+
+@dataclass
+class Timing:
+    """When one completion request arrived and when the last byte of its answer was sent
+    (`time.perf_counter()` of the test process)."""
+
+    received: float
+    """The request line and headers were read (its body not yet)."""
+    answered: float | None = None
+    """None while the answer is being written, or when the client went away first."""
+
+
 StepLike: TypeAlias = Step | Callable[[Body], "StepLike"]
 """A step, or a function of the request body that returns one (to answer what was sent)."""
 
@@ -187,6 +232,46 @@ def refuse_stream_with_tools() -> RefuseStreamWithTools:
     return RefuseStreamWithTools()
 
 
+def raw_stream(*events: Body | str, done: bool = True) -> Raw:
+    """Stream exactly these payloads (then `[DONE]` unless `done=False`)."""
+    return Raw(events=tuple(events), done=done)
+
+
+def empty_stream() -> Raw:
+    """A 200 event stream that ends without a single event."""
+    return Raw(events=(), done=False)
+
+
+def page(body: str, status: int = 200, content_type: str = "text/html; charset=utf-8") -> Page:
+    """Answer with a page that is not a completion, e.g. a proxy's login page with 200."""
+    return Page(body=body, status=status, content_type=content_type)
+
+
+def flood(size: int, chunk: int) -> Flood:
+    """Stream `size` characters of answer in deltas of `chunk` characters."""
+    return Flood(size=size, chunk=chunk)
+
+
+def chunk(delta: Any, finish: str | None = None, **fields: Any) -> Body:
+    """An OpenAI stream chunk with one choice carrying `delta` (for `raw_stream`)."""
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "test-model",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        **fields,
+    }
+
+
+def text_chunks(*pieces: str, finish: str = "stop") -> list[Body]:
+    """The chunks of an answer made of exactly these deltas, then the finishing chunk.
+
+    A piece may be a lone surrogate: `json.dumps` writes it as its `\\udXXX` escape, the way
+    an endpoint sends an emoji it split between two chunks."""
+    return [*(chunk({"content": piece}) for piece in pieces), chunk({}, finish)]
+
+
 def _call(name: str, args: Mapping[str, Any] | str, id: str | None = None) -> Call:
     arguments = args if isinstance(args, str) else json.dumps(dict(args))
     return Call(name=name, arguments=arguments, id=id)
@@ -237,6 +322,7 @@ class _Exchange:
     def __init__(self, handler: _Handler, owner: _ScriptedEndpoint) -> None:
         self.handler = handler
         self.owner = owner
+        self.timing = Timing(0.0)
 
     def send_json(self, status: int, body: Body | str, headers: Mapping[str, str] = {}) -> None:
         if isinstance(body, str):
@@ -264,8 +350,33 @@ class _Exchange:
         raw = text.encode()
         self._write(b"%x\r\n%s\r\n" % (len(raw), raw))
 
+    def events(self, payloads: Iterator[str]) -> None:
+        """Many `data:` events, written in batches of about 64 KB (one chunk each)."""
+        batch: list[bytes] = []
+        size = 0
+        for payload in payloads:
+            raw = f"data: {payload}\n\n".encode()
+            batch.append(raw)
+            size += len(raw)
+            if size >= 65536:
+                self._write_chunk(b"".join(batch))
+                batch, size = [], 0
+        if batch:
+            self._write_chunk(b"".join(batch))
+
+    def send_page(self, status: int, body: str, content_type: str) -> None:
+        data = body.encode()
+        self.handler.send_response(status)
+        self.handler.send_header("Content-Type", content_type)
+        self.handler.send_header("Content-Length", str(len(data)))
+        self.handler.end_headers()
+        self._write(data)
+
     def end_stream(self) -> None:
         self._write(b"0\r\n\r\n")
+
+    def _write_chunk(self, raw: bytes) -> None:
+        self._write(b"%x\r\n%s\r\n" % (len(raw), raw))
 
     def drop(self) -> None:
         """Close the socket abruptly, mid-response or before any byte."""
@@ -322,6 +433,8 @@ class _ScriptedEndpoint:
         self._script: deque[StepLike] = deque(script or ())
         self._lock = threading.Lock()
         self._requests: list[Body] = []
+        self._bodies: list[bytes] = []
+        self._timings: list[Timing] = []
         self._headers: list[dict[str, str]] = []
         self._released = threading.Event()
         self._refusing_stream_with_tools = False
@@ -340,6 +453,18 @@ class _ScriptedEndpoint:
         """Parsed bodies of every completion request received, in order."""
         with self._lock:
             return list(self._requests)
+
+    @property
+    def bodies(self) -> list[bytes]:
+        """The raw bytes of those requests, exactly as the client sent them."""
+        with self._lock:
+            return list(self._bodies)
+
+    @property
+    def timings(self) -> list[Timing]:
+        """When each of those requests arrived and was answered, in the same order."""
+        with self._lock:
+            return list(self._timings)
 
     @property
     def headers(self) -> list[dict[str, str]]:
@@ -392,6 +517,7 @@ class _ScriptedEndpoint:
 
     def _serve(self, handler: _Handler, method: str) -> None:
         exchange = _Exchange(handler, self)
+        exchange.timing = Timing(time.perf_counter())
         path = handler.path.split("?", 1)[0]
         length = int(handler.headers.get("Content-Length") or 0)
         raw = handler.rfile.read(length) if length else b""
@@ -406,6 +532,7 @@ class _ScriptedEndpoint:
                 message = f"the scripted model failed: {type(exc).__name__}: {exc}"
                 body = self._error_body(500, message)
                 exchange.send_json(500, body, {"x-should-retry": "false"})
+            exchange.timing.answered = time.perf_counter()
         except _Dropped:
             pass
 
@@ -414,14 +541,18 @@ class _ScriptedEndpoint:
     ) -> None:
         raise NotImplementedError
 
-    def _parse(self, raw: bytes, headers: dict[str, str]) -> Body:
+    def _parse(self, raw: bytes, headers: dict[str, str], exchange: _Exchange) -> Body:
         """Record the request, then parse it (an unparsable one is recorded as its text)."""
         try:
             body = json.loads(raw)
         except ValueError:
             body = None
         with self._lock:
-            self._requests.append(body if isinstance(body, dict) else {"_raw": raw.decode()})
+            self._requests.append(
+                body if isinstance(body, dict) else {"_raw": raw.decode("utf-8", "replace")}
+            )
+            self._bodies.append(raw)
+            self._timings.append(exchange.timing)
             self._headers.append(headers)
         if not isinstance(body, dict):
             self._reject(400, "We could not parse the JSON body of your request.")
@@ -476,11 +607,7 @@ class _ScriptedEndpoint:
         ).encode()
         with self._lock:
             previous, self._previous_prompt = self._previous_prompt, prompt_bytes
-        shared = 0
-        for a, b in zip(previous, prompt_bytes, strict=False):
-            if a != b:
-                break
-            shared += 1
+        shared = common_prefix(previous, prompt_bytes)
         prompt = step.prompt_tokens if step.prompt_tokens is not None else len(prompt_bytes) // 4
         cached = step.cached_tokens if step.cached_tokens is not None else min(shared // 4, prompt)
         return prompt, cached, max(1, len(completion.encode()) // 4)
@@ -529,7 +656,7 @@ class ScriptedModel(_ScriptedEndpoint):
             ]
             exchange.send_json(200, {"object": "list", "data": data})
         elif method == "POST" and path == "/v1/chat/completions":
-            body = self._parse(raw, headers)
+            body = self._parse(raw, headers, exchange)
             self._check_key(key)
             self._validate(body)
             step = self._next_step(body)
@@ -658,6 +785,18 @@ class ScriptedModel(_ScriptedEndpoint):
         if isinstance(step, Disconnect):
             exchange.drop()
             return
+        if isinstance(step, Page):
+            exchange.send_page(step.status, step.body, step.content_type)
+            return
+        if isinstance(step, Raw):
+            exchange.start_stream()
+            payloads = [e if isinstance(e, str) else json.dumps(e) for e in step.events]
+            exchange.events(iter([*payloads, "[DONE]"] if step.done else payloads))
+            exchange.end_stream()
+            return
+        if isinstance(step, Flood):
+            self._flood(exchange, step, body)
+            return
         text, calls = _content(step)
         completion = text + "".join(call.name + call.arguments for call in calls)
         prompt, cached, completion_tokens = self._usage_numbers(step, body, completion)
@@ -672,6 +811,21 @@ class ScriptedModel(_ScriptedEndpoint):
             self._stream(exchange, step, body, usage if include_usage and step.usage else None)
         else:
             self._complete(exchange, step, body, usage if step.usage else None)
+
+    def _flood(self, exchange: _Exchange, step: Flood, body: Body) -> None:
+        text = _flood_text(step.size)
+        size = max(step.chunk, 1)
+
+        def payloads() -> Iterator[str]:
+            yield json.dumps(self._chunk(body, {"role": "assistant", "content": ""}))
+            for start in range(0, len(text), size):
+                yield json.dumps(self._chunk(body, {"content": text[start : start + size]}))
+            yield json.dumps(self._chunk(body, {}, "stop"))
+            yield "[DONE]"
+
+        exchange.start_stream()
+        exchange.events(payloads())
+        exchange.end_stream()
 
     def _default_error(self, status: int) -> Body:
         messages = {
@@ -811,7 +965,7 @@ class ScriptedAnthropic(_ScriptedEndpoint):
             data = [{"type": "model", "id": m, "display_name": m} for m in self.models]
             exchange.send_json(200, {"data": data, "has_more": False})
         elif method == "POST" and path == "/v1/messages":
-            body = self._parse(raw, headers)
+            body = self._parse(raw, headers, exchange)
             self._check_key(headers.get("x-api-key"))
             if not headers.get("anthropic-version"):
                 self._reject(400, "anthropic-version: header is required")
@@ -885,6 +1039,16 @@ class ScriptedAnthropic(_ScriptedEndpoint):
         if isinstance(step, Disconnect):
             exchange.drop()
             return
+        if isinstance(step, Page):
+            exchange.send_page(step.status, step.body, step.content_type)
+            return
+        if isinstance(step, Raw):
+            exchange.start_stream()
+            for event in step.events:
+                name = event.get("type") if isinstance(event, dict) else None
+                exchange.event(event, str(name) if name else None)
+            exchange.end_stream()
+            return
         if not body.get("stream"):
             self._reject(400, "ScriptedAnthropic only streams: send stream: true")
         text, calls = _content(step)
@@ -950,6 +1114,25 @@ class ScriptedAnthropic(_ScriptedEndpoint):
         exchange.event(end, "message_delta")
         exchange.event({"type": "message_stop"}, "message_stop")
         exchange.end_stream()
+
+
+def common_prefix(a: bytes, b: bytes) -> int:
+    """Length of the longest common prefix of two byte strings (slices compared in C)."""
+    low, high = 0, min(len(a), len(b))
+    view_a, view_b = memoryview(a), memoryview(b)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if view_a[:middle] == view_b[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _flood_text(size: int) -> str:
+    """`size` characters of prose-like answer text."""
+    line = "The quick brown fox jumps over the lazy dog; lorem ipsum dolor sit amet.\n"
+    return (line * (size // len(line) + 1))[:size]
 
 
 def _content(step: Step) -> tuple[str, tuple[Call, ...]]:
