@@ -12,7 +12,7 @@ import httpx
 from lsp_agent.messages import as_int
 from lsp_agent.model import API_KEY_SETTING
 from lsp_agent.model.http import HTTPProvider
-from lsp_agent.model.stream import Draft, ReplayingSink, StreamBroken, sse_data
+from lsp_agent.model.stream import Draft, Nonsense, ReplayingSink, StreamBroken, quote
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +95,9 @@ class AnthropicProvider(HTTPProvider):
 
     name = "anthropic"
     api_key_hint = f"{API_KEY_SETTING} (or ANTHROPIC_API_KEY)"
+    stream_shape = "a Messages API event"
+    reply_shape = "an Anthropic Messages reply"
+    api_hint = "Anthropic's is https://api.anthropic.com"
 
     def __init__(
         self,
@@ -132,28 +135,8 @@ class AnthropicProvider(HTTPProvider):
         return await self._post(f"{self._root}/v1/messages", body, read)
 
     async def _read_stream(self, response: httpx.Response, sink: ReplayingSink) -> Draft:
-        draft = Draft()
-        usage: dict[str, Any] = {}
-        try:
-            async for line in response.aiter_lines():
-                data = sse_data(line)
-                if data is None:
-                    continue
-                try:
-                    event = json.loads(data)
-                except ValueError:
-                    log.warning("skipping a stream line that is not JSON: %.80s", data)
-                    continue
-                if not isinstance(event, dict):
-                    continue
-                self._feed(draft, usage, event, sink)
-                if draft.done:
-                    break
-        except httpx.HTTPError as error:
-            if draft.finish_reason is None:
-                raise self._broken(error) from None
-        if not draft.done and draft.finish_reason is None:
-            raise StreamBroken("the stream ended before the reply was complete")
+        draft = await self._read_events(response, sink, self._feed)
+        usage = draft.usage or {}
         draft.usage = dict(usage)
         if "input_tokens" in usage:
             # Anthropic's input_tokens leaves out the cached part; our prompt_tokens is the whole.
@@ -172,41 +155,85 @@ class AnthropicProvider(HTTPProvider):
                 call.arguments[:] = ["{}"]
         return draft
 
-    def _feed(
-        self, draft: Draft, usage: dict[str, Any], event: dict[str, Any], sink: ReplayingSink
-    ) -> None:
-        kind = event.get("type")
+    def _feed(self, draft: Draft, data: str, sink: ReplayingSink) -> None:
+        """One event of the stream; usage figures are gathered in `draft.usage`."""
+        draft.events += 1
+        if not draft.first:
+            draft.first = data[:200]
+        try:
+            event = json.loads(data)
+        except ValueError:
+            log.warning("skipping a stream line that is not JSON: %.80s", data)
+            return
+        if not isinstance(event, dict) or event.get("type") not in _EVENTS:
+            return
+        draft.understood += 1
+        if draft.usage is None:
+            draft.usage = {}
+        kind = event["type"]
         if kind == "message_start":
-            usage.update(_numbers((event.get("message") or {}).get("usage")))
+            draft.usage.update(_numbers(_object(event.get("message")).get("usage")))
         elif kind == "content_block_start":
-            block = event.get("content_block") or {}
+            block = _object(event.get("content_block"), "content_block")
             if block.get("type") == "text" and block.get("text"):
-                draft.text.append(block["text"])
-                sink.feed(block["text"])
+                sink.feed(draft.add_text(str(block["text"])))
             elif block.get("type") == "tool_use":
-                call = draft.call(as_int(event.get("index")) or 0)
+                call = draft.call(_index(event))
                 call.id, call.name = str(block.get("id", "")), str(block.get("name", ""))
                 if block.get("input"):
                     call.arguments.append(json.dumps(block["input"]))
         elif kind == "content_block_delta":
-            delta = event.get("delta") or {}
+            delta = _object(event.get("delta"), "delta")
             if delta.get("type") == "text_delta" and delta.get("text"):
-                draft.text.append(delta["text"])
-                sink.feed(delta["text"])
+                sink.feed(draft.add_text(str(delta["text"])))
             elif delta.get("type") == "input_json_delta":
-                draft.call(as_int(event.get("index")) or 0).arguments.append(
-                    str(delta.get("partial_json", ""))
-                )
+                draft.call(_index(event)).arguments.append(str(delta.get("partial_json", "")))
         elif kind == "message_delta":
-            reason = (event.get("delta") or {}).get("stop_reason")
+            reason = _object(event.get("delta"), "delta").get("stop_reason")
             if reason:
                 draft.finish_reason = _STOP_REASONS.get(reason, reason)
-            usage.update(_numbers(event.get("usage")))
+            draft.usage.update(_numbers(event.get("usage")))
         elif kind == "message_stop":
             draft.done = True
         elif kind == "error":
             excerpt = self._excerpt(json.dumps(event).encode())
             raise StreamBroken(f"the server reported an error mid-reply: {excerpt}")
+
+
+_EVENTS = frozenset(
+    {
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+        "ping",
+        "error",
+    }
+)
+"""The event types of a Messages stream."""
+
+
+def _object(value: Any, name: str | None = None) -> dict[str, Any]:
+    """An event's member that must be an object: {} when absent; `Nonsense` when it is not."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise Nonsense(
+            f"sent an event whose `{name or 'message'}` is {quote(value)}, not an object"
+        )
+    return value
+
+
+def _index(event: dict[str, Any]) -> int:
+    """The content block an event is about; `Nonsense` when it is not a whole number."""
+    index = event.get("index", 0)
+    if as_int(index) is None or index < 0:
+        raise Nonsense(
+            f"sent a content-block event whose index is {quote(index)}, not a whole number"
+        )
+    return int(index)
 
 
 _STOP_REASONS = {

@@ -26,12 +26,24 @@ from lsp_agent.model import (
     BASE_URL_SETTING,
     CONTEXT_SETTING,
     MODEL_SETTING,
+    PROVIDER_SETTING,
     TOOL_MODELS,
     ProviderError,
     TextSink,
 )
 from lsp_agent.model.encoding import dumps
-from lsp_agent.model.stream import Draft, ReplayingSink, StreamBroken
+from lsp_agent.model.stream import (
+    EXCERPT_BYTES,
+    BodySeen,
+    Draft,
+    Nonsense,
+    Pacer,
+    ReplayingSink,
+    StreamBroken,
+    check_calls,
+    page_title,
+    sse_batches,
+)
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +126,12 @@ class HTTPProvider:
 
     name = ""
     api_key_hint = API_KEY_SETTING
+    stream_shape = ""
+    """What one event of this dialect's stream is, for a sentence about a stream that is not."""
+    reply_shape = ""
+    """What a reply of this dialect is, for a sentence about an answer that is not one."""
+    api_hint = ""
+    """Where this dialect's API usually lives, for the sentences about a wrong base URL."""
 
     def __init__(
         self,
@@ -175,6 +193,11 @@ class HTTPProvider:
                 await asyncio.sleep(delay)
                 continue
             except StreamBroken as fault:
+                if broken and fault.twice is not None:
+                    raise ProviderError(
+                        f"the model endpoint at {self.base_url} {fault.twice}: check the "
+                        "server's log (did the model fail to load?), then ask again"
+                    ) from None
                 if broken:
                     raise ProviderError(
                         f"the reply from {self.base_url} broke off twice ({fault}): ask again; "
@@ -240,8 +263,11 @@ class HTTPProvider:
                 "POST", url, content=content, headers=headers
             ) as response:
                 if response.status_code < 300:
+                    await self._refuse_web_page(response)
                     return await read(response)
                 await response.aread()
+        except Nonsense as fault:
+            raise self._nonsense(fault, url) from None
         except httpx.InvalidURL as error:
             raise self._invalid_url(error) from None
         except (httpx.ConnectError, httpx.TimeoutException, httpx.UnsupportedProtocol) as error:
@@ -415,8 +441,90 @@ class HTTPProvider:
             f"{BASE_URL_SETTING} to a URL like http://localhost:11434/v1"
         )
 
+    async def _read_events(
+        self,
+        response: httpx.Response,
+        sink: ReplayingSink,
+        feed: Callable[[Draft, str, ReplayingSink], None],
+    ) -> Draft:
+        """Read an event stream into a draft, passing each payload to the dialect's `feed`.
+
+        Raises `StreamBroken` when the stream ends early or empty (worth one more try) and
+        `Nonsense` when what came is not this dialect's stream at all.
+        """
+        draft = Draft()
+        pacer = Pacer()
+        seen = BodySeen()
+        try:
+            async for batch in sse_batches(response, pacer, seen):
+                for data in batch:
+                    feed(draft, data, sink)
+                    if draft.done:
+                        break
+                    await pacer.tick()
+                await sink.flush(pacer)
+                if draft.done:
+                    break
+        except httpx.HTTPError as error:
+            if draft.finish_reason is None:
+                raise self._broken(error) from None
+        sink.feed(draft.end_text())
+        await sink.flush(pacer)
+        if draft.events == 0 and seen.size and not draft.done:
+            raise Nonsense(
+                f"answered 200 with {seen.size:,} bytes that are not an event stream "
+                f"({self._excerpt(bytes(seen.head))})"
+            )
+        if draft.events == 0:
+            raise StreamBroken(
+                "the stream ended without any data",
+                twice="answered twice with an empty stream (200, and no data at all)",
+            )
+        if not draft.understood:
+            events = f"{draft.events:,} event{'s' if draft.events != 1 else ''}"
+            raise Nonsense(
+                f"streamed {events}, none of them {self.stream_shape} "
+                f"(the first: {self._excerpt(draft.first.encode())})"
+            )
+        if not draft.done and draft.finish_reason is None:
+            raise StreamBroken("the stream ended before the reply was complete")
+        check_calls(draft)
+        return draft
+
+    async def _refuse_web_page(self, response: httpx.Response) -> None:
+        """Raise `Nonsense` for an HTML page: a login page, a web UI, a proxy's notice."""
+        if "html" not in response.headers.get("content-type", "").lower():
+            return
+        head = b""
+        try:
+            async for chunk in response.aiter_bytes():
+                head += chunk
+                if len(head) >= EXCERPT_BYTES * 16:
+                    break
+        except httpx.HTTPError:
+            pass
+        title = page_title(head)
+        named = f" titled '{title}'" if title else ""
+        raise Nonsense(f"answered {response.status_code} with a web page{named}", web_page=True)
+
+    def _nonsense(self, fault: Nonsense, url: str) -> ProviderError:
+        """The sentence for an answer that is not a reply."""
+        if fault.web_page:
+            return ProviderError(
+                f"the model endpoint {url} {fault.what}, not a model reply: {BASE_URL_SETTING} "
+                f"points at a web site (a login page or a web UI?) rather than its API; "
+                f"{self.api_hint}"
+            )
+        return ProviderError(
+            f"the model endpoint {url} {fault.what}: that is not {self.reply_shape}; check that "
+            f"{BASE_URL_SETTING} and {PROVIDER_SETTING} name the API the server speaks "
+            f"({self.api_hint}), and the server's log"
+        )
+
     def _excerpt(self, content: bytes) -> str:
         """A short, key-free excerpt of what the server said."""
+        if content.lstrip()[:1] == b"<" and (title := page_title(content)) is not None:
+            return f"a web page titled '{title}'"
         message, _ = error_info(content)
         text = " ".join(message.split()) or "no details"
         if self._api_key:
@@ -442,6 +550,13 @@ class HTTPProvider:
     ) -> Reply:
         text = "".join(draft.text)
         calls = draft.tool_calls()
+        if draft.surrogates.replaced:
+            log.warning(
+                "the reply from %s carried %d lone UTF-16 surrogate(s) (half a character, which "
+                "no UTF-8 text can hold); each became U+FFFD",
+                self.base_url,
+                draft.surrogates.replaced,
+            )
         return Reply(
             text, calls, self._usage(draft.usage, messages, tools, text, calls), draft.finish_reason
         )

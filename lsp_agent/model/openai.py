@@ -11,7 +11,16 @@ import httpx
 
 from lsp_agent.model.encoding import outgoing
 from lsp_agent.model.http import HTTPProvider, StreamOptionsRefused, StreamWithToolsRefused
-from lsp_agent.model.stream import Draft, ReplayingSink, StreamBroken, feed_call, sse_data
+from lsp_agent.model.stream import (
+    Draft,
+    Nonsense,
+    Pacer,
+    ReplayingSink,
+    StreamBroken,
+    check_calls,
+    feed_call,
+    quote,
+)
 
 log = logging.getLogger(__name__)
 
@@ -20,6 +29,9 @@ class OpenAIProvider(HTTPProvider):
     """Any OpenAI-compatible `/chat/completions` endpoint (OpenAI, Ollama, vLLM, llama.cpp, …)."""
 
     name = "openai"
+    stream_shape = "a chat-completion chunk with `choices`"
+    reply_shape = "a chat completion"
+    api_hint = "OpenAI-compatible APIs usually end in /v1"
 
     def __init__(
         self, base_url: str, model: str, api_key: str | None = None, **options: Any
@@ -66,51 +78,58 @@ class OpenAIProvider(HTTPProvider):
     async def _read(self, response: httpx.Response, *, sink: ReplayingSink, stream: bool) -> Draft:
         # A few servers ignore `stream: true` and answer with one JSON completion.
         if stream and "json" not in response.headers.get("content-type", ""):
-            return await self._read_stream(response, sink)
+            return await self._read_events(response, sink, self._feed)
         return await self._read_json(response, sink)
 
-    async def _read_stream(self, response: httpx.Response, sink: ReplayingSink) -> Draft:
-        draft = Draft()
+    def _feed(self, draft: Draft, data: str, sink: ReplayingSink) -> None:
+        """One payload of the stream: a chunk, or `[DONE]`."""
+        if data == "[DONE]":
+            draft.done = True
+            return
+        draft.events += 1
+        if not draft.first:
+            draft.first = data[:200]
         try:
-            async for line in response.aiter_lines():
-                data = sse_data(line)
-                if data is None:
-                    continue
-                if data == "[DONE]":
-                    draft.done = True
-                    break
-                try:
-                    chunk = json.loads(data)
-                except ValueError:
-                    log.warning("skipping a stream line that is not JSON: %.80s", data)
-                    continue
-                if isinstance(chunk, dict):
-                    self._feed(draft, chunk, sink)
-        except httpx.HTTPError as error:
-            if draft.finish_reason is None:
-                raise self._broken(error) from None
-        if not draft.done and draft.finish_reason is None:
-            raise StreamBroken("the stream ended before the reply was complete")
-        return draft
-
-    def _feed(self, draft: Draft, chunk: dict[str, Any], sink: ReplayingSink) -> None:
+            chunk = json.loads(data)
+        except ValueError:
+            log.warning("skipping a stream line that is not JSON: %.80s", data)
+            return
+        if not isinstance(chunk, dict):
+            return
         if chunk.get("error"):
             excerpt = self._excerpt(json.dumps(chunk).encode())
             raise StreamBroken(f"the server reported an error mid-reply: {excerpt}")
         if isinstance(chunk.get("usage"), dict):
             draft.usage = chunk["usage"]
-        for choice in chunk.get("choices") or []:
-            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
-                continue
-            delta = choice.get("delta") or {}
-            content = delta.get("content")
-            if isinstance(content, str) and content:
-                draft.text.append(content)
-                sink.feed(content)
-            for call in delta.get("tool_calls") or []:
-                feed_call(draft, call)
-            if choice.get("finish_reason"):
-                draft.finish_reason = choice["finish_reason"]
+            draft.understood += 1
+        choices = chunk.get("choices")
+        if choices is None:
+            return
+        if not isinstance(choices, list):
+            raise Nonsense(f"sent a chunk whose `choices` is {quote(choices)}, not a list")
+        draft.understood += 1
+        for choice in choices:
+            if not isinstance(choice, dict):
+                raise Nonsense(f"sent a choice that is {quote(choice)}, not an object")
+            if choice.get("index", 0) == 0:
+                self._feed_choice(draft, choice, sink)
+
+    def _feed_choice(self, draft: Draft, choice: dict[str, Any], sink: ReplayingSink) -> None:
+        delta = choice.get("delta")
+        if delta is None:
+            delta = {}
+        if not isinstance(delta, dict):
+            raise Nonsense(f"sent a chunk whose `delta` is {quote(delta)}, not an object")
+        content = _text(delta.get("content"))
+        if content:
+            sink.feed(draft.add_text(content))
+        calls = delta.get("tool_calls")
+        if calls is not None and not isinstance(calls, list):
+            raise Nonsense(f"sent `tool_calls` that are {quote(calls)}, not a list")
+        for call in calls or []:
+            feed_call(draft, call)
+        if choice.get("finish_reason"):
+            draft.finish_reason = str(choice["finish_reason"])
 
     async def _read_json(self, response: httpx.Response, sink: ReplayingSink) -> Draft:
         try:
@@ -119,19 +138,42 @@ class OpenAIProvider(HTTPProvider):
             raise self._broken(error) from None
         try:
             data = json.loads(content)
-            choice = data["choices"][0]
-            message = choice["message"]
-        except (ValueError, KeyError, IndexError, TypeError):
-            raise StreamBroken(
-                f"the answer was not a chat completion: {self._excerpt(content)}"
+        except ValueError:
+            raise Nonsense(
+                f"answered 200 with something that is not JSON ({self._excerpt(content)})"
             ) from None
+        choices = data.get("choices") if isinstance(data, dict) else None
+        choice = choices[0] if isinstance(choices, list) and choices else None
+        message = choice.get("message") if isinstance(choice, dict) else None
+        if not isinstance(message, dict) or not isinstance(choice, dict):
+            said = "an error" if isinstance(data, dict) and data.get("error") else "JSON"
+            raise Nonsense(
+                f"answered 200 with {said} that is not a chat completion ({self._excerpt(content)})"
+            )
         draft = Draft(finish_reason=choice.get("finish_reason"), done=True)
         if isinstance(data.get("usage"), dict):
             draft.usage = data["usage"]
-        text = message.get("content")
-        if isinstance(text, str) and text:
-            draft.text.append(text)
-            sink.feed(text)
-        for index, call in enumerate(message.get("tool_calls") or []):
-            feed_call(draft, {**call, "index": index})
+        text = _text(message.get("content"))
+        if text:
+            sink.feed(draft.add_text(text))
+        sink.feed(draft.end_text())
+        await sink.flush(Pacer())
+        calls = message.get("tool_calls")
+        if calls is not None and not isinstance(calls, list):
+            raise Nonsense(f"sent `tool_calls` that are {quote(calls)}, not a list")
+        for index, call in enumerate(calls or []):
+            feed_call(draft, {**call, "index": index} if isinstance(call, dict) else call)
+        check_calls(draft)
         return draft
+
+
+def _text(content: Any) -> str:
+    """The text of a message's `content`: a string, or the text parts of a list (a few servers
+    send parts); `Nonsense` for anything else."""
+    if content is None or isinstance(content, str):
+        return content or ""
+    if isinstance(content, list) and all(isinstance(part, dict) for part in content):
+        return "".join(
+            str(part.get("text", "")) for part in content if part.get("type") in ("text", None)
+        )
+    raise Nonsense(f"sent `content` that is {quote(content)}, not text")
