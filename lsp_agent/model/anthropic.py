@@ -11,6 +11,7 @@ import httpx
 
 from lsp_agent.messages import as_int
 from lsp_agent.model import API_KEY_SETTING
+from lsp_agent.model.encoding import dumps
 from lsp_agent.model.http import HTTPProvider
 from lsp_agent.model.stream import Draft, Nonsense, ReplayingSink, StreamBroken, quote
 
@@ -132,7 +133,9 @@ class AnthropicProvider(HTTPProvider):
         async def read(response: httpx.Response) -> Draft:
             return await self._read_stream(response, sink)
 
-        return await self._post(f"{self._root}/v1/messages", body, read)
+        return await self._post(
+            f"{self._root}/v1/messages", dumps(body), read, with_tools=bool(tools)
+        )
 
     async def _read_stream(self, response: httpx.Response, sink: ReplayingSink) -> Draft:
         draft = await self._read_events(response, sink, self._feed)

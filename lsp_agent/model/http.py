@@ -31,7 +31,6 @@ from lsp_agent.model import (
     ProviderError,
     TextSink,
 )
-from lsp_agent.model.encoding import dumps
 from lsp_agent.model.stream import (
     EXCERPT_BYTES,
     BodySeen,
@@ -206,7 +205,7 @@ class HTTPProvider:
                 broken = True
                 log.warning("the reply broke off (%s); trying once more", fault)
                 continue
-            return self._reply(draft, messages, tools)
+            return self._reply(draft)
 
     async def list_models(self) -> list[str]:
         """The model names the endpoint offers (`GET …/models`)."""
@@ -248,15 +247,15 @@ class HTTPProvider:
     async def _post(
         self,
         url: str,
-        body: dict[str, Any],
+        content: bytes,
         read: Callable[[httpx.Response], Awaitable[Draft]],
         *,
+        with_tools: bool,
         streamed_with_tools: bool = False,
         stream_options: bool = False,
     ) -> Draft:
-        """POST `body`, turn HTTP faults into our exceptions, and `read` a successful response."""
-        with_tools = bool(body.get("tools"))
-        content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        """POST the JSON `content`, turn HTTP faults into our exceptions, and `read` a successful
+        response."""
         headers = {**self._headers(), "content-type": "application/json"}
         try:
             async with self._client.stream(
@@ -264,7 +263,9 @@ class HTTPProvider:
             ) as response:
                 if response.status_code < 300:
                     await self._refuse_web_page(response)
-                    return await read(response)
+                    draft = await read(response)
+                    draft.sent_bytes = len(content)
+                    return draft
                 await response.aread()
         except Nonsense as fault:
             raise self._nonsense(fault, url) from None
@@ -545,9 +546,7 @@ class HTTPProvider:
             return self._transport_error(error)
         return StreamBroken(f"{type(error).__name__}: {error}")
 
-    def _reply(
-        self, draft: Draft, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
-    ) -> Reply:
+    def _reply(self, draft: Draft) -> Reply:
         text = "".join(draft.text)
         calls = draft.tool_calls()
         if draft.surrogates.replaced:
@@ -557,15 +556,13 @@ class HTTPProvider:
                 self.base_url,
                 draft.surrogates.replaced,
             )
-        return Reply(
-            text, calls, self._usage(draft.usage, messages, tools, text, calls), draft.finish_reason
-        )
+        usage = self._usage(draft.usage, draft.sent_bytes, text, calls)
+        return Reply(text, calls, usage, draft.finish_reason)
 
     def _usage(
         self,
         usage: Mapping[str, Any] | None,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
+        sent_bytes: int,
         text: str,
         calls: tuple[ToolCall, ...],
     ) -> Usage:
@@ -574,8 +571,7 @@ class HTTPProvider:
         completion = as_int(usage.get("completion_tokens"))
         estimated = prompt is None or completion is None
         if prompt is None:
-            size = len(dumps(messages)) + (len(dumps(tools)) if tools else 0)
-            prompt = estimate_tokens(size)
+            prompt = estimate_tokens(sent_bytes)
         if completion is None:
             completion = estimate_tokens(
                 text + "".join(call.name + call.arguments for call in calls)

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from lsp_agent.model.encoding import outgoing
+from lsp_agent.model.encoding import RequestEncoder, dumps, json_object
 from lsp_agent.model.http import HTTPProvider, StreamOptionsRefused, StreamWithToolsRefused
 from lsp_agent.model.stream import (
     Draft,
@@ -41,6 +41,8 @@ class OpenAIProvider(HTTPProvider):
         """False once the server refused to stream a request with tools; later ones are not."""
         self.stream_options = True
         """False once the server refused `stream_options`; usage is then estimated."""
+        self._encoder = RequestEncoder()
+        """Each message's bytes, kept while the conversation keeps sending it."""
 
     def _headers(self) -> dict[str, str]:
         return {"authorization": f"Bearer {self._api_key}"} if self._api_key else {}
@@ -53,18 +55,19 @@ class OpenAIProvider(HTTPProvider):
     ) -> Draft:
         while True:
             stream = self.stream_with_tools or not tools
-            body: dict[str, Any] = {"model": self.model, "messages": outgoing(messages)}
+            body = [("model", dumps(self.model)), ("messages", self._encoder.messages(messages))]
             if tools:
-                body["tools"] = tools
-            body["stream"] = stream
+                body.append(("tools", dumps(tools)))
+            body.append(("stream", dumps(stream)))
             options = stream and self.stream_options
             if options:
-                body["stream_options"] = {"include_usage": True}
+                body.append(("stream_options", dumps({"include_usage": True})))
             try:
                 return await self._post(
                     f"{self.base_url}/chat/completions",
-                    body,
+                    json_object(body),
                     functools.partial(self._read, sink=sink, stream=stream),
+                    with_tools=bool(tools),
                     streamed_with_tools=stream and bool(tools),
                     stream_options=options,
                 )

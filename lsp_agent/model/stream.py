@@ -255,6 +255,8 @@ class Draft:
     first: str = ""
     """The beginning of the first payload, to quote when none was understood."""
     surrogates: Surrogates = field(default_factory=Surrogates)
+    sent_bytes: int = 0
+    """The size of the request this reply answers (for a usage estimate)."""
 
     def add_text(self, piece: str) -> str:
         """Keep a text delta; returns it as it may be shown (halves of a character joined)."""
