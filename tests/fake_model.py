@@ -36,7 +36,7 @@ import threading
 import time
 import traceback
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -145,10 +145,13 @@ class Page(Step):
 @dataclass(frozen=True)
 class Flood(Step):
     """Stream `size` characters of text in deltas of `chunk` characters (one delta when
-    `chunk` >= `size`), written in batches so that the fake keeps up."""
+    `chunk` >= `size`). The stream's bytes are made when the step is, so that while it is
+    sent the fake only writes (and leaves the test process's other threads alone)."""
 
     size: int
     chunk: int
+    stream: tuple[bytes, ...] = ()
+    """The SSE body in writes of about 64 KB."""
 
 
 @dataclass
@@ -247,9 +250,19 @@ def page(body: str, status: int = 200, content_type: str = "text/html; charset=u
     return Page(body=body, status=status, content_type=content_type)
 
 
-def flood(size: int, chunk: int) -> Flood:
-    """Stream `size` characters of answer in deltas of `chunk` characters."""
-    return Flood(size=size, chunk=chunk)
+def flood(size: int, delta_chars: int) -> Flood:
+    """Stream `size` characters of answer in deltas of `delta_chars` characters."""
+    text = flood_text(size)
+    step = max(delta_chars, 1)
+
+    def payloads() -> Iterator[str]:
+        yield json.dumps(chunk({"role": "assistant", "content": ""}))
+        for start in range(0, len(text), step):
+            yield json.dumps(chunk({"content": text[start : start + step]}))
+        yield json.dumps(chunk({}, "stop"))
+        yield "[DONE]"
+
+    return Flood(size=size, chunk=delta_chars, stream=tuple(_batches(payloads())))
 
 
 def chunk(delta: Any, finish: str | None = None, **fields: Any) -> Body:
@@ -352,17 +365,12 @@ class _Exchange:
 
     def events(self, payloads: Iterator[str]) -> None:
         """Many `data:` events, written in batches of about 64 KB (one chunk each)."""
-        batch: list[bytes] = []
-        size = 0
-        for payload in payloads:
-            raw = f"data: {payload}\n\n".encode()
-            batch.append(raw)
-            size += len(raw)
-            if size >= 65536:
-                self._write_chunk(b"".join(batch))
-                batch, size = [], 0
-        if batch:
-            self._write_chunk(b"".join(batch))
+        self.raw_chunks(_batches(payloads))
+
+    def raw_chunks(self, chunks: Iterable[bytes]) -> None:
+        """Stream bytes as they are, one HTTP chunk each."""
+        for raw in chunks:
+            self._write_chunk(raw)
 
     def send_page(self, status: int, body: str, content_type: str) -> None:
         data = body.encode()
@@ -813,18 +821,8 @@ class ScriptedModel(_ScriptedEndpoint):
             self._complete(exchange, step, body, usage if step.usage else None)
 
     def _flood(self, exchange: _Exchange, step: Flood, body: Body) -> None:
-        text = _flood_text(step.size)
-        size = max(step.chunk, 1)
-
-        def payloads() -> Iterator[str]:
-            yield json.dumps(self._chunk(body, {"role": "assistant", "content": ""}))
-            for start in range(0, len(text), size):
-                yield json.dumps(self._chunk(body, {"content": text[start : start + size]}))
-            yield json.dumps(self._chunk(body, {}, "stop"))
-            yield "[DONE]"
-
         exchange.start_stream()
-        exchange.events(payloads())
+        exchange.raw_chunks(step.stream)
         exchange.end_stream()
 
     def _default_error(self, status: int) -> Body:
@@ -1129,7 +1127,22 @@ def common_prefix(a: bytes, b: bytes) -> int:
     return low
 
 
-def _flood_text(size: int) -> str:
+def _batches(payloads: Iterable[str]) -> Iterator[bytes]:
+    """`data:` events joined into writes of about 64 KB."""
+    batch: list[bytes] = []
+    size = 0
+    for payload in payloads:
+        raw = f"data: {payload}\n\n".encode()
+        batch.append(raw)
+        size += len(raw)
+        if size >= 65536:
+            yield b"".join(batch)
+            batch, size = [], 0
+    if batch:
+        yield b"".join(batch)
+
+
+def flood_text(size: int) -> str:
     """`size` characters of prose-like answer text."""
     line = "The quick brown fox jumps over the lazy dog; lorem ipsum dolor sit amet.\n"
     return (line * (size // len(line) + 1))[:size]

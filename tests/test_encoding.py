@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -9,7 +10,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lsp_agent.messages import Message
-from lsp_agent.model.encoding import RequestEncoder, dumps, json_object
+from lsp_agent.model.encoding import SLICE_CHARS, RequestEncoder, dumps, json_object
+from lsp_agent.model.stream import Pacer
+
+
+async def encode(
+    encoder: RequestEncoder, messages: list[Message], pacer: Pacer | None = None
+) -> bytes:
+    """The messages' JSON array as the encoder gives it, joined."""
+    return b"".join(await encoder.messages(messages, pacer))
 
 
 def reference(value: Any) -> bytes:
@@ -48,17 +57,17 @@ def test_the_messages_are_the_bytes_json_dumps_gives(sent: list[Message]) -> Non
         for m in sent
     ]
     encoder = RequestEncoder()
-    assert encoder.messages(sent) == reference(expected)
-    assert encoder.messages(sent) == reference(expected)  # from the cache, the same bytes
+    assert asyncio.run(encode(encoder, sent)) == reference(expected)
+    assert asyncio.run(encode(encoder, sent)) == reference(expected)  # the cache's bytes
 
 
-def test_a_body_is_byte_identical_to_the_whole_body_encoded_at_once() -> None:
+async def test_a_body_is_byte_identical_to_the_whole_body_encoded_at_once() -> None:
     history = conversation(3)
     tools = [{"type": "function", "function": {"name": "read_file", "parameters": {}}}]
     body = json_object(
         [
             ("model", dumps("test-model")),
-            ("messages", RequestEncoder().messages(history)),
+            ("messages", await RequestEncoder().messages(history)),
             ("tools", dumps(tools)),
             ("stream", dumps(True)),
         ]
@@ -67,61 +76,81 @@ def test_a_body_is_byte_identical_to_the_whole_body_encoded_at_once() -> None:
     assert body == reference(whole)
 
 
-def test_a_longer_history_encodes_only_its_new_messages() -> None:
+async def test_a_longer_history_encodes_only_its_new_messages() -> None:
     encoder = RequestEncoder()
     history = conversation(50)
     reminder: Message = {"role": "user", "content": "<context>now</context>"}
-    first = encoder.messages([*history, reminder])
+    first = await encode(encoder, [*history, reminder])
     assert encoder.encoded == len(history) + 1
 
     before = encoder.encoded
     history.append({"role": "assistant", "content": "Done."})
     reminder = {"role": "user", "content": "<context>later</context>"}
-    second = encoder.messages([*history, reminder])
+    second = await encode(encoder, [*history, reminder])
     assert encoder.encoded == before + 2  # the answer and the new reminder
     assert second.startswith(first[: -len(reference(reminder)) - 1])  # the prefix is kept
 
 
-def test_a_rewritten_message_is_a_new_dict_and_is_encoded_anew() -> None:
+async def test_a_rewritten_message_is_a_new_dict_and_is_encoded_anew() -> None:
     encoder = RequestEncoder()
     history = conversation(3)
-    encoder.messages(history)
+    await encode(encoder, history)
     stubbed = list(history)
     stubbed[3] = {**history[3], "content": "[trimmed]"}
     before = encoder.encoded
-    assert encoder.messages(stubbed) == reference(stubbed)
+    assert await encode(encoder, stubbed) == reference(stubbed)
     assert encoder.encoded == before + 1
 
 
-def test_a_message_mutated_in_place_is_not_sent_stale() -> None:
+async def test_a_message_mutated_in_place_is_not_sent_stale() -> None:
     encoder = RequestEncoder()
     history = conversation(2)
-    encoder.messages(history)
+    await encode(encoder, history)
     history[3]["content"] = "changed behind the cache's back"
-    assert encoder.messages(history) == reference(history)
+    assert await encode(encoder, history) == reference(history)
 
 
-def test_messages_that_left_the_request_leave_the_cache() -> None:
+async def test_messages_that_left_the_request_leave_the_cache() -> None:
     encoder = RequestEncoder()
     history = conversation(10)
-    encoder.messages(history)
+    await encode(encoder, history)
     compacted = [history[0], {"role": "user", "content": "note"}, *history[-3:]]
-    encoder.messages(compacted)
-    encoder.messages(history)
+    await encode(encoder, compacted)
+    await encode(encoder, history)
     assert encoder.encoded == len(history) + 1 + (len(history) - 4)
 
 
-def test_sessions_side_by_side_keep_their_messages_encoded() -> None:
+async def test_sessions_side_by_side_keep_their_messages_encoded() -> None:
     encoder = RequestEncoder()
     one, two = conversation(5), conversation(5)
     for _ in range(3):
-        encoder.messages(one)
-        encoder.messages(two)
+        await encode(encoder, one)
+        await encode(encoder, two)
     assert encoder.encoded == len(one) + len(two)
 
 
-def test_a_lone_surrogate_is_sent_repaired_instead_of_failing_the_request() -> None:
+async def test_a_lone_surrogate_is_sent_repaired_instead_of_failing_the_request() -> None:
     history = [{"role": "system", "content": "s"}, {"role": "user", "content": "bad \ud83d half"}]
-    sent = RequestEncoder().messages(history)
+    sent = await encode(RequestEncoder(), history)
     assert json.loads(sent)[1]["content"] == "bad \ufffd half"
     assert history[1]["content"] == "bad \ud83d half"  # what is stored is not touched here
+
+
+async def test_a_huge_message_is_encoded_in_slices_to_the_same_bytes() -> None:
+    text = ('line with "quotes", a tab\t, é and 😀\n' * 40_000) + "end"
+    history = [
+        {"role": "system", "content": "s"},
+        {"role": "assistant", "content": text},
+        {"role": "tool", "tool_call_id": "x", "content": "ascii " * 100_000},
+    ]
+    rests: list[int] = []
+    pacer = Pacer(budget=0.0)  # every slice is a slice: count how often the loop may run
+    original = pacer.rest
+
+    async def counted() -> None:
+        rests.append(1)
+        await original()
+
+    pacer.rest = counted  # type: ignore[method-assign]
+    assert await encode(RequestEncoder(), history, pacer) == reference(history)
+    assert len(rests) >= len(text) // SLICE_CHARS

@@ -25,11 +25,14 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from lsp_agent.messages import Message, clean_value
+from lsp_agent.model.stream import Pacer
 
 log = logging.getLogger(__name__)
 
 CONVERSATIONS = 8
 """Conversations whose messages stay encoded: sessions running side by side, compactions."""
+SLICE_CHARS = 1 << 18
+"""A string member longer than this is encoded in slices of this many characters."""
 
 _Entry = tuple[Message, Any, bytes]
 """A message, the object of its `content` when it was encoded, and its bytes as sent."""
@@ -47,38 +50,70 @@ class RequestEncoder:
         """Per conversation (keyed by its first message): its first message, kept alive, and
         the entries of its last request by message id."""
 
-    def messages(self, messages: Sequence[Message]) -> bytes:
-        """The JSON array of `messages`, as sent."""
+    async def messages(
+        self, messages: Sequence[Message], pacer: Pacer | None = None
+    ) -> list[bytes]:
+        """The JSON array of `messages`, as sent, in parts (for `json_object` to join once).
+
+        The work is done in slices (`pacer`): a resumed session's first request encodes
+        megabytes, and a 20 MB message is encoded a quarter of a megabyte at a time.
+        """
+        pacer = pacer or Pacer()
         if not messages:
-            return b"[]"
+            return [b"[]"]
         first = messages[0]
         _, old = self._cache.pop(id(first), (first, {}))
         new: dict[int, _Entry] = {}
-        parts = []
+        parts = [b"["]
         for message in messages:
             entry = old.get(id(message))
             if entry is None or entry[0] is not message or message.get("content") is not entry[1]:
-                entry = (message, message.get("content"), self._encode(message))
+                entry = (message, message.get("content"), await self._encode(message, pacer))
+                if pacer.due():
+                    await pacer.rest()
             new[id(message)] = entry
-            parts.append(entry[2])
+            parts += (entry[2], b",")
         self._cache[id(first)] = (first, new)
         while len(self._cache) > self.conversations:
             self._cache.popitem(last=False)
-        return b"[" + b",".join(parts) + b"]"
+        parts[-1] = b"]"
+        return parts
 
-    def _encode(self, message: Message) -> bytes:
+    async def _encode(self, message: Message, pacer: Pacer) -> bytes:
         self.encoded += 1
         sent = outgoing(message)
         try:
+            if any(isinstance(v, str) and len(v) > SLICE_CHARS for v in sent.values()):
+                return await _sliced(sent, pacer)
             return dumps(sent)
         except UnicodeEncodeError:
             # A lone surrogate from a source that did not repair it: sent repaired, never refused,
             # so that one bad message cannot make every later request of the session fail.
             cleaned, lone = clean_value(sent)
-            log.warning(
-                "a %s message held %d lone surrogate(s); sent as U+FFFD", sent.get("role"), lone
-            )
+            role = sent.get("role")
+            log.warning("a %s message held %d lone surrogate(s), sent as U+FFFD", role, lone)
             return dumps(cleaned)
+
+
+async def _sliced(message: Message, pacer: Pacer) -> bytes:
+    """A message with a huge string member, that string encoded `SLICE_CHARS` at a time (JSON
+    escapes each character on its own, so the slices join into the whole's bytes)."""
+    members = []
+    for name, value in message.items():
+        if not (isinstance(value, str) and len(value) > SLICE_CHARS):
+            members.append((name, dumps(value)))
+            continue
+        pieces = [b'"']
+        for start in range(0, len(value), SLICE_CHARS):
+            piece = value[start : start + SLICE_CHARS]
+            # An ASCII piece encodes the same either way, twice as fast with ensure_ascii.
+            encoded = json.dumps(piece).encode() if piece.isascii() else dumps(piece)
+            pieces.append(encoded[1:-1])
+            if pacer.due():
+                await pacer.rest()
+        pieces.append(b'"')
+        members.append((name, b"".join(pieces)))
+    return json_object(members)
 
 
 def outgoing(message: Message) -> Message:
@@ -88,9 +123,21 @@ def outgoing(message: Message) -> Message:
     return message
 
 
-def json_object(members: Iterable[tuple[str, bytes]]) -> bytes:
-    """A JSON object from its members' names and encoded values, in order."""
-    return b"{" + b",".join(dumps(name) + b":" + value for name, value in members) + b"}"
+def json_object(members: Iterable[tuple[str, bytes | list[bytes]]]) -> bytes:
+    """A JSON object from its members' names and encoded values (bytes, or parts of bytes), in
+    order, joined in one copy: a body of megabytes is not copied once per level."""
+    parts = [b"{"]
+    for name, value in members:
+        parts += (dumps(name), b":")
+        if isinstance(value, bytes):
+            parts.append(value)
+        else:
+            parts += value
+        parts.append(b",")
+    if len(parts) == 1:
+        return b"{}"
+    parts[-1] = b"}"
+    return b"".join(parts)
 
 
 def dumps(value: Any) -> bytes:

@@ -462,7 +462,8 @@ class HTTPProvider:
                     feed(draft, data, sink)
                     if draft.done:
                         break
-                    await pacer.tick()
+                    if pacer.due():
+                        await pacer.rest()
                 await sink.flush(pacer)
                 if draft.done:
                     break
@@ -573,10 +574,15 @@ class HTTPProvider:
         if prompt is None:
             prompt = estimate_tokens(sent_bytes)
         if completion is None:
+            # Sizes, not one concatenated copy: the text may be megabytes.
             completion = estimate_tokens(
-                text + "".join(call.name + call.arguments for call in calls)
+                _utf8_size(text) + sum(_utf8_size(call.name + call.arguments) for call in calls)
             )
         return Usage(prompt, completion, cached_tokens(usage), estimated)
+
+
+def _utf8_size(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 def error_info(content: bytes) -> tuple[str, str | None]:

@@ -55,7 +55,11 @@ class OpenAIProvider(HTTPProvider):
     ) -> Draft:
         while True:
             stream = self.stream_with_tools or not tools
-            body = [("model", dumps(self.model)), ("messages", self._encoder.messages(messages))]
+            encoded = await self._encoder.messages(messages)
+            body: list[tuple[str, bytes | list[bytes]]] = [
+                ("model", dumps(self.model)),
+                ("messages", encoded),
+            ]
             if tools:
                 body.append(("tools", dumps(tools)))
             body.append(("stream", dumps(stream)))
@@ -93,7 +97,7 @@ class OpenAIProvider(HTTPProvider):
         if not draft.first:
             draft.first = data[:200]
         try:
-            chunk = json.loads(data)
+            chunk = _decode(data)
         except ValueError:
             log.warning("skipping a stream line that is not JSON: %.80s", data)
             return
@@ -168,6 +172,18 @@ class OpenAIProvider(HTTPProvider):
             feed_call(draft, {**call, "index": index} if isinstance(call, dict) else call)
         check_calls(draft)
         return draft
+
+
+def _decode(data: str) -> Any:
+    """A payload's JSON value (`raw_decode` skips `json.loads`' whitespace checks: this runs
+    once for every delta of a reply)."""
+    try:
+        return _DECODER.raw_decode(data)[0]
+    except ValueError:
+        return json.loads(data)  # leading whitespace, or not JSON (ValueError again)
+
+
+_DECODER = json.JSONDecoder()
 
 
 def _text(content: Any) -> str:

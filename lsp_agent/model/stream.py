@@ -18,6 +18,7 @@ so the editor may show the broken start followed by the new reply (the `Reply` h
 from __future__ import annotations
 
 import asyncio
+import codecs
 import json
 import re
 import time
@@ -37,7 +38,6 @@ TEXT_SLICE = 1 << 16
 EXCERPT_BYTES = 4096
 """How much of a body that is not a reply is kept to quote from."""
 
-_HIGH = re.compile("[\ud800-\udbff]$")
 _TITLE = re.compile(rb"<title[^>]*>(.*?)</title>", re.I | re.S)
 
 
@@ -70,11 +70,19 @@ class Pacer:
         self.budget = budget
         self._since = time.perf_counter()
 
+    def due(self) -> bool:
+        """True when the slice is used up (cheap enough to ask after every small step)."""
+        return time.perf_counter() - self._since >= self.budget
+
+    async def rest(self) -> None:
+        """Let the event loop run what waits, then start a new slice."""
+        await asyncio.sleep(0)
+        self._since = time.perf_counter()
+
     async def tick(self) -> None:
         """Yield to the event loop when the slice is used up."""
-        if time.perf_counter() - self._since >= self.budget:
-            await asyncio.sleep(0)
-            self._since = time.perf_counter()
+        if self.due():
+            await self.rest()
 
     def rested(self) -> None:
         """The reader waited on the network: the loop ran meanwhile."""
@@ -95,48 +103,49 @@ async def sse_batches(
 ) -> AsyncIterator[list[str]]:
     """The `data:` payloads of an event stream, one list per network read.
 
-    Lines end at LF, CRLF or CR. A line that spans many reads (a 20 MB event) is kept as a list
-    of parts and joined once, when its end arrives.
+    Lines end at LF, CRLF or CR (never at the other breaks `str.splitlines` knows: a payload may
+    hold a raw U+2028). Text is decoded as it arrives; a line that spans many reads (a 20 MB
+    event) is kept in parts and joined once, when its end arrives.
     """
-    parts: list[bytes] = []
-    iterator = response.aiter_bytes().__aiter__()
-    while True:
-        try:
-            chunk = await iterator.__anext__()
-        except StopAsyncIteration:
-            break
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    parts: list[str] = []
+    async for chunk in response.aiter_bytes():
         pacer.rested()
-        if not chunk:
-            continue
         if len(seen.head) < EXCERPT_BYTES:
             seen.head += chunk[: EXCERPT_BYTES - len(seen.head)]
         seen.size += len(chunk)
-        if b"\n" not in chunk and b"\r" not in chunk:
-            parts.append(chunk)
+        text = decoder.decode(chunk)
+        end = max(text.rfind("\n"), text.rfind("\r")) + 1
+        if not end:
+            if text:
+                parts.append(text)
             continue
+        lines = text[:end]
         if parts:
-            parts.append(chunk)
-            chunk = b"".join(parts)
+            parts.append(lines)
+            lines = "".join(parts)
             parts = []
-        lines = chunk.splitlines(keepends=True)
-        if not lines[-1].endswith((b"\n", b"\r")):
-            parts.append(lines.pop())
-        batch = [data for line in lines if (data := sse_data(line)) is not None]
-        await pacer.tick()
+        if end < len(text):
+            parts.append(text[end:])
+        batch = _data_lines(lines)
         if batch:
             yield batch
-    if parts and (data := sse_data(b"".join(parts))) is not None:
-        yield [data]
+        if pacer.due():
+            await pacer.rest()
+    parts.append(decoder.decode(b"", final=True))
+    if (rest := "".join(parts)) and (batch := _data_lines(rest)):
+        yield batch
 
 
-def sse_data(line: bytes) -> str | None:
-    """The payload of an SSE `data:` line; None for other fields, comments and blank lines."""
-    if not line.startswith(b"data:"):
-        return None
-    data = line[5:].rstrip(b"\r\n")
-    if data.startswith(b" "):
-        data = data[1:]
-    return data.decode("utf-8", "replace")
+def _data_lines(text: str) -> list[str]:
+    """The payloads of the `data:` lines in `text`."""
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return [
+        line[6:] if line.startswith("data: ") else line[5:]
+        for line in text.split("\n")
+        if line.startswith("data:")
+    ]
 
 
 def page_title(head: bytes) -> str | None:
@@ -162,7 +171,7 @@ class Surrogates:
             piece, self._held = self._held + piece, ""
         if piece.isascii():
             return piece
-        if _HIGH.search(piece):
+        if piece and "\ud800" <= piece[-1] <= "\udbff":
             piece, self._held = piece[:-1], piece[-1]
         text, lone = clean_text(piece)
         self.replaced += lone
