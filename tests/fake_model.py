@@ -336,6 +336,8 @@ class _Exchange:
         self.handler = handler
         self.owner = owner
         self.timing = Timing(0.0)
+        self.raw = b""
+        """The body of the request being answered, as received."""
 
     def send_json(self, status: int, body: Body | str, headers: Mapping[str, str] = {}) -> None:
         if isinstance(body, str):
@@ -560,6 +562,7 @@ class _ScriptedEndpoint:
                 body if isinstance(body, dict) else {"_raw": raw.decode("utf-8", "replace")}
             )
             self._bodies.append(raw)
+            exchange.raw = raw
             self._timings.append(exchange.timing)
             self._headers.append(headers)
         if not isinstance(body, dict):
@@ -606,13 +609,10 @@ class _ScriptedEndpoint:
             {"x-should-retry": "false"},
         )
 
-    def _usage_numbers(self, step: Step, body: Body, completion: str) -> tuple[int, int, int]:
-        """Prompt, cached and completion tokens: deterministic, and cache-like across requests."""
-        prompt_bytes = json.dumps(
-            [body.get("system"), body.get("messages"), body.get("tools")],
-            ensure_ascii=False,
-            separators=(",", ":"),
-        ).encode()
+    def _usage_numbers(self, step: Step, raw: bytes, completion: str) -> tuple[int, int, int]:
+        """Prompt, cached and completion tokens: deterministic, and cache-like across requests
+        (the bytes of the body this one shares with the previous one, ÷ 4)."""
+        prompt_bytes = raw
         with self._lock:
             previous, self._previous_prompt = self._previous_prompt, prompt_bytes
         shared = common_prefix(previous, prompt_bytes)
@@ -807,7 +807,7 @@ class ScriptedModel(_ScriptedEndpoint):
             return
         text, calls = _content(step)
         completion = text + "".join(call.name + call.arguments for call in calls)
-        prompt, cached, completion_tokens = self._usage_numbers(step, body, completion)
+        prompt, cached, completion_tokens = self._usage_numbers(step, exchange.raw, completion)
         usage = {
             "prompt_tokens": prompt,
             "completion_tokens": completion_tokens,
@@ -1051,7 +1051,7 @@ class ScriptedAnthropic(_ScriptedEndpoint):
             self._reject(400, "ScriptedAnthropic only streams: send stream: true")
         text, calls = _content(step)
         completion = text + "".join(call.name + call.arguments for call in calls)
-        prompt, cached, output = self._usage_numbers(step, body, completion)
+        prompt, cached, output = self._usage_numbers(step, exchange.raw, completion)
         exchange.start_stream()
         message: Body = {
             "id": "msg_test",
