@@ -161,6 +161,8 @@ class Timing:
 
     received: float
     """The request line and headers were read (its body not yet)."""
+    peer: tuple[str, int] = ("", 0)
+    """The client's address and port: one per connection it opened."""
     answered: float | None = None
     """None while the answer is being written, or when the client went away first."""
 
@@ -317,6 +319,10 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Like the servers in front of real models (uvicorn, Go's net/http): a stream is many
+    # small writes, and with Nagle's algorithm its last bytes would wait for the client's
+    # delayed ACK (40 ms) on a kept-alive connection.
+    disable_nagle_algorithm = True
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -527,7 +533,8 @@ class _ScriptedEndpoint:
 
     def _serve(self, handler: _Handler, method: str) -> None:
         exchange = _Exchange(handler, self)
-        exchange.timing = Timing(time.perf_counter())
+        host, port = handler.client_address[:2]
+        exchange.timing = Timing(time.perf_counter(), (str(host), int(port)))
         path = handler.path.split("?", 1)[0]
         length = int(handler.headers.get("Content-Length") or 0)
         raw = handler.rfile.read(length) if length else b""

@@ -154,3 +154,19 @@ async def test_a_huge_message_is_encoded_in_slices_to_the_same_bytes() -> None:
     pacer.rest = counted  # type: ignore[method-assign]
     assert await encode(RequestEncoder(), history, pacer) == reference(history)
     assert len(rests) >= len(text) // SLICE_CHARS
+
+
+async def test_a_stub_rebuilt_with_the_same_text_is_not_encoded_again() -> None:
+    encoder = RequestEncoder()
+    history = conversation(20)
+
+    def stubbed() -> list[Message]:  # what the layers send: a new dict, new text, each time
+        return [
+            {**m, "content": "".join(["[trim", "med]"])} if m["role"] == "tool" else m
+            for m in history
+        ]
+
+    first = await encode(encoder, stubbed())
+    before = encoder.encoded
+    assert await encode(encoder, stubbed()) == first
+    assert encoder.encoded == before

@@ -129,6 +129,15 @@ async def test_the_answer_reaches_the_editor_while_the_model_is_still_writing(
     assert "".join(chunks) == answer.text == "The bug is on line 3."
 
 
+async def test_one_connection_serves_call_after_call(open_provider: Open) -> None:
+    script = [reply("one"), tool_call("read_file", {"path": "a.py"}), reply("three")]
+    with ScriptedModel(script) as model:
+        provider = open_provider(model.base_url)
+        for _ in script:
+            await ask(provider, tools=[READ_FILE])
+    assert len({timing.peer for timing in model.timings}) == 1
+
+
 async def test_the_answer_streams_to_the_editor_in_order(open_provider: Open) -> None:
     with ScriptedModel([reply("The bug is on line 3.", chunks=4)]) as model:
         answer, chunks = await ask(open_provider(model.base_url))

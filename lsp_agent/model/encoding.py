@@ -46,9 +46,8 @@ class RequestEncoder:
         """How many conversations keep their encoded messages."""
         self.encoded = 0
         """Messages encoded so far (the rest were reused): what the tests and benchmarks read."""
-        self._cache: OrderedDict[int, tuple[Message, dict[int, _Entry]]] = OrderedDict()
-        """Per conversation (keyed by its first message): its first message, kept alive, and
-        the entries of its last request by message id."""
+        self._cache: OrderedDict[int, _Conversation] = OrderedDict()
+        """Per conversation (keyed by its first message): what its last request encoded."""
 
     async def messages(
         self, messages: Sequence[Message], pacer: Pacer | None = None
@@ -62,22 +61,39 @@ class RequestEncoder:
         if not messages:
             return [b"[]"]
         first = messages[0]
-        _, old = self._cache.pop(id(first), (first, {}))
-        new: dict[int, _Entry] = {}
+        old = self._cache.pop(id(first), None) or _Conversation(first)
+        new = _Conversation(first)
         parts = [b"["]
         for message in messages:
-            entry = old.get(id(message))
+            entry = old.by_id.get(id(message))
             if entry is None or entry[0] is not message or message.get("content") is not entry[1]:
-                entry = (message, message.get("content"), await self._encode(message, pacer))
+                encoded = await self._rewritten(message, old, new, pacer)
+                entry = (message, message.get("content"), encoded)
                 if pacer.due():
                     await pacer.rest()
-            new[id(message)] = entry
+            new.by_id[id(message)] = entry
             parts += (entry[2], b",")
-        self._cache[id(first)] = (first, new)
+        self._cache[id(first)] = new
         while len(self._cache) > self.conversations:
             self._cache.popitem(last=False)
         parts[-1] = b"]"
         return parts
+
+    async def _rewritten(
+        self, message: Message, old: _Conversation, new: _Conversation, pacer: Pacer
+    ) -> bytes:
+        """The bytes of a message that is new to the conversation, or a new dict for a message
+        it sent before: the layers rewrite old tool results into a new stub at every request,
+        and a stub made of the same text is found by its text (a few hundred characters to
+        hash instead of a message to encode)."""
+        key = _text_key(message)
+        if key is None:
+            return await self._encode(message, pacer)
+        encoded = old.by_text.get(key)
+        if encoded is None:
+            encoded = await self._encode(message, pacer)
+        new.by_text[key] = encoded
+        return encoded
 
     async def _encode(self, message: Message, pacer: Pacer) -> bytes:
         self.encoded += 1
@@ -114,6 +130,26 @@ async def _sliced(message: Message, pacer: Pacer) -> bytes:
         pieces.append(b'"')
         members.append((name, b"".join(pieces)))
     return json_object(members)
+
+
+class _Conversation:
+    """What a conversation's last request encoded."""
+
+    def __init__(self, first: Message) -> None:
+        self.first = first
+        """The request's first message, kept alive: its `id` keys the conversation."""
+        self.by_id: dict[int, _Entry] = {}
+        """Each message of the request, by `id`."""
+        self.by_text: dict[tuple[tuple[str, str], ...], bytes] = {}
+        """Messages made only of text members that were not found by `id`, by their members."""
+
+
+def _text_key(message: Message) -> tuple[tuple[str, str], ...] | None:
+    """A message's members when all are text (a tool result, a prompt, a stub), else None."""
+    items = tuple(message.items())
+    if all(type(value) is str for _, value in items):
+        return items
+    return None
 
 
 def outgoing(message: Message) -> Message:

@@ -9,12 +9,13 @@ says what to fix. The API key travels only in its header: never in a message, a 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import random
 import re
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from email.utils import parsedate_to_datetime
 from typing import Any
 
@@ -46,6 +47,8 @@ from lsp_agent.model.stream import (
 
 log = logging.getLogger(__name__)
 
+DRAIN_SECONDS = 1.0
+"""How long the end of a finished reply's body is waited for before its connection is dropped."""
 _RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 _EXCERPT_CHARS = 200
 _LISTED_MODELS = 20
@@ -456,8 +459,9 @@ class HTTPProvider:
         draft = Draft()
         pacer = Pacer()
         seen = BodySeen()
+        batches = sse_batches(response, pacer, seen)
         try:
-            async for batch in sse_batches(response, pacer, seen):
+            async for batch in batches:
                 for data in batch:
                     feed(draft, data, sink)
                     if draft.done:
@@ -470,6 +474,8 @@ class HTTPProvider:
         except httpx.HTTPError as error:
             if draft.finish_reason is None:
                 raise self._broken(error) from None
+        if draft.done:
+            await _drain(batches)
         sink.feed(draft.end_text())
         await sink.flush(pacer)
         if draft.events == 0 and seen.size and not draft.done:
@@ -579,6 +585,19 @@ class HTTPProvider:
                 _utf8_size(text) + sum(_utf8_size(call.name + call.arguments) for call in calls)
             )
         return Usage(prompt, completion, cached_tokens(usage), estimated)
+
+
+async def _drain(batches: AsyncIterator[list[str]]) -> None:
+    """Read what follows the end of a reply (the end of the HTTP body, usually nothing else),
+    so that the connection goes back to the pool: a connection left half-read is closed, and
+    the next request would open a new one. A server that keeps talking is cut off."""
+
+    async def rest() -> None:
+        async for _ in batches:
+            pass
+
+    with contextlib.suppress(asyncio.TimeoutError, httpx.HTTPError):
+        await asyncio.wait_for(rest(), DRAIN_SECONDS)
 
 
 def _utf8_size(text: str) -> int:
