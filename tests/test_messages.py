@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -43,7 +45,7 @@ def test_pieces_fed_one_by_one_give_the_whole_text_cleaned(pieces: list[str]) ->
 
 
 def test_values_are_cleaned_deep_and_left_alone_when_clean() -> None:
-    message = {"role": "tool", "content": [{"type": "text", "text": f"x{HIGH}"}]}
+    message: dict[str, Any] = {"role": "tool", "content": [{"type": "text", "text": f"x{HIGH}"}]}
     cleaned, lone = clean_value(message)
     assert lone == 1
     assert cleaned == {"role": "tool", "content": [{"type": "text", "text": f"x{REPLACEMENT}"}]}

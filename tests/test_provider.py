@@ -16,7 +16,7 @@ import pytest
 from lsp_agent.messages import Reply, Usage, cached_tokens, estimate_tokens
 from lsp_agent.model import Provider, ProviderError, make_provider
 from lsp_agent.model.anthropic import AnthropicProvider, to_anthropic
-from lsp_agent.model.http import retry_after_seconds
+from lsp_agent.model.faults import retry_after_seconds
 from lsp_agent.model.openai import OpenAIProvider
 from lsp_agent.model.stream import TEXT_SLICE
 from tests.fake_model import (
@@ -39,7 +39,7 @@ from tests.fake_model import (
     tool_calls,
 )
 
-READ_FILE = {
+READ_FILE: dict[str, Any] = {
     "type": "function",
     "function": {
         "name": "read_file",
@@ -47,7 +47,7 @@ READ_FILE = {
         "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
     },
 }
-SEARCH = {
+SEARCH: dict[str, Any] = {
     "type": "function",
     "function": {
         "name": "search",
@@ -83,7 +83,9 @@ async def open_provider() -> AsyncIterator[Open]:
 
 
 async def ask(
-    provider: Provider, messages: list[dict[str, Any]] = ASK, tools: list[dict[str, Any]] = ()
+    provider: Provider,
+    messages: list[dict[str, Any]] = ASK,
+    tools: Sequence[dict[str, Any]] = (),
 ) -> tuple[Reply, list[str]]:
     """One model call; returns the reply and the text deltas `on_text` received."""
     chunks: list[str] = []
@@ -593,7 +595,7 @@ def test_an_unknown_provider_names_the_setting() -> None:
 
 
 async def test_null_assistant_content_is_never_sent(open_provider: Open) -> None:
-    history = [
+    history: list[dict[str, Any]] = [
         *ASK,
         {
             "role": "assistant",
@@ -877,7 +879,7 @@ def test_anthropic_request_takes_system_as_a_cached_parameter() -> None:
 
 
 def test_anthropic_request_turns_tool_calls_into_blocks_and_merges_results() -> None:
-    history = [
+    history: list[dict[str, Any]] = [
         *ASK,
         {
             "role": "assistant",
@@ -987,7 +989,7 @@ async def test_anthropic_answered_by_a_web_page_names_the_base_url(open_provider
 
 
 async def test_anthropic_events_with_an_odd_index_run_no_call(open_provider: Open) -> None:
-    events = [
+    events: list[dict[str, Any]] = [
         {"type": "message_start", "message": {"id": "m", "usage": {"input_tokens": 1}}},
         {
             "type": "content_block_start",

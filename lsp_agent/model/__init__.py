@@ -7,7 +7,7 @@ When the endpoint fails or answers something that is not a reply, the turn ends 
 `ProviderError` whose message is one sentence that says what the endpoint did and what to check.
 
 - `http.py`: what both dialects share: the client, retries with backoff and `Retry-After`,
-  faults turned into sentences.
+  which fault is which; `faults.py`: the sentence the user reads for each.
 - `stream.py`: reading a reply: SSE lines in bounded slices, the reply being assembled, the text
   passed on to the editor.
 - `encoding.py`: request bodies, each stored message encoded once.

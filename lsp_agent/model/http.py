@@ -1,22 +1,19 @@
-"""What both dialects share: the HTTP client, retries, and faults turned into sentences.
+"""What both dialects share: the HTTP client, the retry loop, and which fault is which.
 
 Faults: 408/409/429/5xx and connections that break before any byte are retried with exponential
-backoff and jitter, honouring `Retry-After`; a stream that breaks mid-reply is retried once from
-scratch. Everything else ends the turn with a `ProviderError` whose message is one sentence that
-says what to fix. The API key travels only in its header: never in a message, a log or a repr.
+backoff and jitter, honouring `Retry-After`; a stream that breaks mid-reply (or arrives empty) is
+retried once from scratch. Everything else ends the turn with a `ProviderError` whose message is
+one sentence that says what to fix (`faults.py` writes them). The API key travels only in its
+header: never in a message, a log or a repr.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import random
-import re
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
@@ -27,10 +24,21 @@ from lsp_agent.model import (
     BASE_URL_SETTING,
     CONTEXT_SETTING,
     MODEL_SETTING,
-    PROVIDER_SETTING,
-    TOOL_MODELS,
     ProviderError,
     TextSink,
+)
+from lsp_agent.model.faults import (
+    CONTEXT_EXCEEDED,
+    LISTED_MODELS,
+    MODEL_MISSING,
+    RETRYABLE_STATUS,
+    TOOLS_UNSUPPORTED,
+    Retry,
+    Sentences,
+    StreamOptionsRefused,
+    StreamWithToolsRefused,
+    error_info,
+    retry_after_seconds,
 )
 from lsp_agent.model.stream import (
     EXCERPT_BYTES,
@@ -49,81 +57,9 @@ log = logging.getLogger(__name__)
 
 DRAIN_SECONDS = 1.0
 """How long the end of a finished reply's body is waited for before its connection is dropped."""
-_RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
-_EXCERPT_CHARS = 200
-_LISTED_MODELS = 20
-_MODEL_MISSING = re.compile(r"model\b.*\b(not found|does not exist|not exist|unknown)", re.I | re.S)
-_CONTEXT_EXCEEDED = re.compile(
-    r"context[ _](length|window)|maximum context|prompt is too long|too many tokens", re.I
-)
-_TOOLS_UNSUPPORTED = re.compile(
-    r"(does not|doesn't|do not|cannot|can't) support (tools|tool[ _-]?(use|calls?|calling)"
-    r"|function[ _-]?call(s|ing)?)"
-    r"|\b(tools|tool[ _-]?(use|calls?|calling)|function[ _-]?calling)( param(eter)?)? (is|are) "
-    r"not supported"
-    r"|unrecognized request argument supplied: tools"
-    r"|tools param requires --jinja"
-    r"|tool choice requires --enable-auto-tool-choice"
-    r"|no endpoints found that support tool use",
-    re.I,
-)
-"""How servers say the model cannot take `tools`: Ollama (`… does not support tools`), OpenAI
-(`tools is not supported in this model`), Azure (`Unrecognized request argument supplied: tools`),
-llama.cpp (`tools param requires --jinja flag`), vLLM (`"auto" tool choice requires
---enable-auto-tool-choice …`), OpenRouter (`No endpoints found that support tool use`)."""
 
 
-def retry_after_seconds(headers: Mapping[str, str], now: float | None = None) -> float | None:
-    """How long the server asks us to wait: `retry-after-ms`, or `Retry-After` seconds or date."""
-    millis = headers.get("retry-after-ms")
-    if millis is not None:
-        try:
-            return max(float(millis) / 1000, 0.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(float(value), 0.0)
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    return max(when.timestamp() - (time.time() if now is None else now), 0.0)
-
-
-class Retry(Exception):
-    """A fault worth another attempt after a pause."""
-
-    def __init__(
-        self,
-        status: int | None,
-        excerpt: str,
-        retry_after: float | None = None,
-        *,
-        allowed: bool = True,
-    ) -> None:
-        super().__init__(f"{status or 'connection broke'}: {excerpt}")
-        self.status = status
-        """The HTTP status, or None when the connection broke before any reply."""
-        self.excerpt = excerpt
-        self.retry_after = retry_after
-        self.allowed = allowed
-        """False when the server said `x-should-retry: false`."""
-
-
-class StreamWithToolsRefused(Exception):
-    """The server cannot stream when tools are present (llama-cpp-python, older llama.cpp)."""
-
-
-class StreamOptionsRefused(Exception):
-    """The server rejects `stream_options` (some older OpenAI-compatible servers)."""
-
-
-class HTTPProvider:
+class HTTPProvider(Sentences):
     """What both providers share: the HTTP client, the retry loop, and the error sentences."""
 
     name = ""
@@ -308,20 +244,20 @@ class HTTPProvider:
         if streamed_with_tools and refusal:
             return StreamWithToolsRefused()
         # Before the 404 and 5xx rules: Azure and OpenRouter say it with 404, llama.cpp with 500.
-        if with_tools and _TOOLS_UNSUPPORTED.search(message):
+        if with_tools and TOOLS_UNSUPPORTED.search(message):
             return self._tools_refused(status, excerpt, lowered)
         if (
             status == 404
             or code == "model_not_found"
-            or (status < 500 and _MODEL_MISSING.search(message))
+            or (status < 500 and MODEL_MISSING.search(message))
         ):
             return await self._model_missing(status, url, excerpt)
         if stream_options and status in (400, 422) and "stream_options" in lowered:
             return StreamOptionsRefused()
-        if status in _RETRYABLE_STATUS or status >= 500:
+        if status in RETRYABLE_STATUS or status >= 500:
             allowed = response.headers.get("x-should-retry", "").lower() != "false"
             return Retry(status, excerpt, retry_after_seconds(response.headers), allowed=allowed)
-        if code == "context_length_exceeded" or _CONTEXT_EXCEEDED.search(message):
+        if code == "context_length_exceeded" or CONTEXT_EXCEEDED.search(message):
             return ProviderError(
                 f"the request is longer than the model's context window ({excerpt}): "
                 f"lower {CONTEXT_SETTING} to what the model at {self.base_url} accepts",
@@ -354,96 +290,11 @@ class HTTPProvider:
             )
         if not available:
             return ProviderError(f"{head} (the endpoint lists no models)", status)
-        shown = ", ".join(available[:_LISTED_MODELS])
-        more = len(available) - _LISTED_MODELS
+        shown = ", ".join(available[:LISTED_MODELS])
+        more = len(available) - LISTED_MODELS
         if more > 0:
             shown += f" and {more} more"
         return ProviderError(f"{head} (available: {shown})", status)
-
-    def _gave_up(self, fault: Retry, retries: int, wait: float | None = None) -> ProviderError:
-        """The sentence for a retryable fault that is not retried (any more)."""
-        after = f" after {retries} {'retry' if retries == 1 else 'retries'}" if retries else ""
-        if fault.status is None:
-            sentence = (
-                f"the connection to {self.base_url} broke before any reply{after} "
-                f"({fault.excerpt}): is the server crashing? check its log"
-            )
-        elif fault.status == 429:
-            sentence = (
-                f"the endpoint {self.base_url} is rate limiting requests{after} "
-                f"(429: {fault.excerpt}): wait a little and ask again"
-            )
-        else:
-            sentence = (
-                f"the model endpoint at {self.base_url} failed with {fault.status}{after} "
-                f"({fault.excerpt}): check the server's log or ask again"
-            )
-        if wait is not None:
-            sentence = f"{sentence} (it asks to wait {wait:.0f} s first)"
-        return ProviderError(sentence, fault.status)
-
-    def _tools_refused(self, status: int, excerpt: str, lowered: str) -> ProviderError:
-        """The sentence for an endpoint that will not take `tools` for this model."""
-        head = (
-            f"model '{self.model}' at {self.base_url} cannot call tools ({status}: {excerpt}), "
-            "and lsp-agent reads and edits files only through tool calls"
-        )
-        other = f"set {MODEL_SETTING} to a model that can call tools"
-        if "--jinja" in lowered:
-            fix = (
-                "restart llama-server with --jinja (it then uses the model's own chat template, "
-                f"which knows its tool-call format), or {other}, such as {TOOL_MODELS}"
-            )
-        elif "--enable-auto-tool-choice" in lowered:
-            fix = (
-                "restart vLLM with --enable-auto-tool-choice and the --tool-call-parser that fits "
-                f"the model (hermes for Qwen2.5, llama3_json for Llama 3.1), or {other}"
-            )
-        elif "ollama" in lowered or ":11434" in self.base_url:
-            fix = (
-                f"pull one that can, such as {TOOL_MODELS} (ollama pull qwen2.5-coder:7b), and "
-                f"set {MODEL_SETTING} to it"
-            )
-        else:
-            fix = f"{other} (on Ollama, for example {TOOL_MODELS})"
-        return ProviderError(f"{head}: {fix}", status)
-
-    def _key_refused(self, status: int, excerpt: str) -> ProviderError:
-        if self._api_key is None:
-            return ProviderError(
-                f"the endpoint {self.base_url} wants an API key ({status}: {excerpt}): "
-                f"set {self.api_key_hint}",
-                status,
-            )
-        return ProviderError(
-            f"the endpoint {self.base_url} refused the API key ({status}: {excerpt}): "
-            f"set {self.api_key_hint}",
-            status,
-        )
-
-    def _transport_error(self, error: Exception) -> ProviderError:
-        if isinstance(error, httpx.UnsupportedProtocol):
-            return self._invalid_url(error)
-        if isinstance(error, (httpx.ConnectError, httpx.ConnectTimeout)):
-            return ProviderError(
-                f"cannot reach the model endpoint at {self.base_url}: is the server running? "
-                f"Set {BASE_URL_SETTING}"
-            )
-        if isinstance(error, httpx.TimeoutException):
-            return ProviderError(
-                f"the model endpoint at {self.base_url} sent nothing for {self.read_timeout:.0f} s "
-                f"({type(error).__name__}): is the server overloaded? check its log"
-            )
-        return ProviderError(
-            f"the connection to {self.base_url} failed ({type(error).__name__}): "
-            f"check {BASE_URL_SETTING} and the server's log"
-        )
-
-    def _invalid_url(self, error: Exception) -> ProviderError:
-        return ProviderError(
-            f"the model endpoint URL '{self.base_url}' is not valid ({error}): set "
-            f"{BASE_URL_SETTING} to a URL like http://localhost:11434/v1"
-        )
 
     async def _read_events(
         self,
@@ -515,32 +366,6 @@ class HTTPProvider:
         named = f" titled '{title}'" if title else ""
         raise Nonsense(f"answered {response.status_code} with a web page{named}", web_page=True)
 
-    def _nonsense(self, fault: Nonsense, url: str) -> ProviderError:
-        """The sentence for an answer that is not a reply."""
-        if fault.web_page:
-            return ProviderError(
-                f"the model endpoint {url} {fault.what}, not a model reply: {BASE_URL_SETTING} "
-                f"points at a web site (a login page or a web UI?) rather than its API; "
-                f"{self.api_hint}"
-            )
-        return ProviderError(
-            f"the model endpoint {url} {fault.what}: that is not {self.reply_shape}; check that "
-            f"{BASE_URL_SETTING} and {PROVIDER_SETTING} name the API the server speaks "
-            f"({self.api_hint}), and the server's log"
-        )
-
-    def _excerpt(self, content: bytes) -> str:
-        """A short, key-free excerpt of what the server said."""
-        if content.lstrip()[:1] == b"<" and (title := page_title(content)) is not None:
-            return f"a web page titled '{title}'"
-        message, _ = error_info(content)
-        text = " ".join(message.split()) or "no details"
-        if self._api_key:
-            text = text.replace(self._api_key, "***")
-        if len(text) > _EXCERPT_CHARS:
-            text = text[: _EXCERPT_CHARS - 1] + "…"
-        return text
-
     def _delay(self, retry: int, retry_after: float | None) -> float:
         if retry_after is not None:
             return retry_after
@@ -602,28 +427,3 @@ async def _drain(batches: AsyncIterator[list[str]]) -> None:
 
 def _utf8_size(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
-
-
-def error_info(content: bytes) -> tuple[str, str | None]:
-    """The message and code of an error body in the shapes servers use (OpenAI, Ollama, FastAPI)."""
-    text = content.decode("utf-8", "replace")
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return text.strip(), None
-    if not isinstance(data, dict):
-        return text.strip(), None
-    error = data.get("error")
-    if isinstance(error, dict):
-        code = error.get("code")
-        message = error.get("message")
-        return (
-            str(message) if message is not None else text.strip(),
-            str(code) if code is not None else None,
-        )
-    if isinstance(error, str):
-        return error, None
-    for key in ("message", "detail"):
-        if isinstance(data.get(key), str):
-            return str(data[key]), None
-    return text.strip(), None

@@ -10,7 +10,8 @@ from typing import Any
 import httpx
 
 from lsp_agent.model.encoding import RequestEncoder, dumps, json_object
-from lsp_agent.model.http import HTTPProvider, StreamOptionsRefused, StreamWithToolsRefused
+from lsp_agent.model.faults import StreamOptionsRefused, StreamWithToolsRefused
+from lsp_agent.model.http import HTTPProvider
 from lsp_agent.model.stream import (
     Draft,
     Nonsense,
