@@ -166,7 +166,20 @@ async def test_a_stub_rebuilt_with_the_same_text_is_not_encoded_again() -> None:
             for m in history
         ]
 
-    first = await encode(encoder, stubbed())
+    await encode(encoder, history)
+    first = await encode(encoder, stubbed())  # the request after the layers' decision
     before = encoder.encoded
-    assert await encode(encoder, stubbed()) == first
+    assert await encode(encoder, stubbed()) == first  # and the ones after it
     assert encoder.encoded == before
+
+
+async def test_a_request_that_extends_the_last_one_encodes_only_what_is_new() -> None:
+    encoder = RequestEncoder()
+    history = conversation(30)
+    for n in range(5):
+        reminder: Message = {"role": "user", "content": f"<context>{n}</context>"}
+        before = encoder.encoded
+        assert await encode(encoder, [*history, reminder]) == reference([*history, reminder])
+        if n:
+            assert encoder.encoded == before + 2  # the answer stored since, and the reminder
+        history.append({"role": "assistant", "content": f"answer {n}"})

@@ -5,12 +5,17 @@ history to JSON cost about 22 ms a call, so a session grew O(n²). `RequestEncod
 message's bytes and joins them, so a call costs the new messages plus one join.
 
 The cache is keyed on the message object, which the stored history never mutates: the context
-layers make new dicts for what they rewrite, and a new dict is a new entry. Each entry keeps its
+layers make new dicts for what they rewrite, and a new dict is a new entry. The cache keeps each
 message alive (so its `id` cannot be reused while cached) and the object of its `content`, which
 is checked on every hit as a cheap guard against a mutation that would break that rule. Entries
 belong to a conversation (the object of the request's first message, the session's system
 prompt) and hold exactly the messages of that conversation's last request: a message that
 leaves the request leaves the cache. A few conversations are kept, the least recent dropped.
+
+The common request is the previous one with the reminder replaced by new messages: its messages
+are the same objects, in the same places, up to the new ones, and are matched by identity
+without a lookup. A request whose middle was rewritten (the layers give every stubbed tool
+result as a new dict, at every request) is matched message by message, a stub by its text.
 
 The bytes are those of `json.dumps(body, ensure_ascii=False, separators=(",", ":"))`, so a
 request is a byte-identical prefix of the next one wherever the messages are (prompt caching).
@@ -34,8 +39,25 @@ CONVERSATIONS = 8
 SLICE_CHARS = 1 << 18
 """A string member longer than this is encoded in slices of this many characters."""
 
-_Entry = tuple[Message, Any, bytes]
-"""A message, the object of its `content` when it was encoded, and its bytes as sent."""
+_TextKey = tuple[tuple[str, Any], ...]
+
+
+class _Conversation:
+    """What a conversation's last request encoded, message by message."""
+
+    def __init__(self, messages: Sequence[Message]) -> None:
+        self.messages = list(messages)
+        """The request's messages, kept alive: their `id`s key nothing else while cached."""
+        self.contents: list[Any] = []
+        """The object each message's `content` was when it was encoded (the mutation guard)."""
+        self.encoded: list[bytes] = []
+        """Each message's bytes as sent."""
+        self.by_text: dict[_TextKey, bytes] = {}
+        """Rewritten messages made only of text, by their members (see `_text_key`)."""
+
+    def same(self, index: int, message: Message) -> bool:
+        """Whether `message` is the one this request had at `index`, unchanged."""
+        return self.messages[index] is message and message.get("content") is self.contents[index]
 
 
 class RequestEncoder:
@@ -47,7 +69,7 @@ class RequestEncoder:
         self.encoded = 0
         """Messages encoded so far (the rest were reused): what the tests and benchmarks read."""
         self._cache: OrderedDict[int, _Conversation] = OrderedDict()
-        """Per conversation (keyed by its first message): what its last request encoded."""
+        """Per conversation (keyed by the `id` of its first message): its last request."""
 
     async def messages(
         self, messages: Sequence[Message], pacer: Pacer | None = None
@@ -60,32 +82,45 @@ class RequestEncoder:
         pacer = pacer or Pacer()
         if not messages:
             return [b"[]"]
-        first = messages[0]
-        old = self._cache.pop(id(first), None) or _Conversation(first)
-        new = _Conversation(first)
-        parts = [b"["]
-        for message in messages:
-            entry = old.by_id.get(id(message))
-            if entry is None or entry[0] is not message or message.get("content") is not entry[1]:
+        old = self._cache.pop(id(messages[0]), None) or _Conversation(())
+        new = _Conversation(messages)
+        same = 0
+        limit = min(len(messages), len(old.messages))
+        while same < limit and old.same(same, messages[same]):
+            same += 1
+        new.contents = old.contents[:same]
+        new.encoded = old.encoded[:same]
+        rewritten = same < len(old.messages) - 1  # more than the old reminder was replaced
+        if not rewritten:
+            new.by_text = old.by_text
+        places = {id(m): i for i, m in enumerate(old.messages)} if rewritten else {}
+        for message in messages[same:]:
+            place = places.get(id(message))
+            if place is not None and old.same(place, message):
+                encoded = old.encoded[place]
+            elif rewritten:
                 encoded = await self._rewritten(message, old, new, pacer)
-                entry = (message, message.get("content"), encoded)
-                if pacer.due():
-                    await pacer.rest()
-            new.by_id[id(message)] = entry
-            parts += (entry[2], b",")
-        self._cache[id(first)] = new
+            else:
+                encoded = await self._encode(message, pacer)
+            new.contents.append(message.get("content"))
+            new.encoded.append(encoded)
+            if pacer.due():
+                await pacer.rest()
+        self._cache[id(messages[0])] = new
         while len(self._cache) > self.conversations:
             self._cache.popitem(last=False)
+        parts = [b"["]
+        for encoded in new.encoded:
+            parts += (encoded, b",")
         parts[-1] = b"]"
         return parts
 
     async def _rewritten(
         self, message: Message, old: _Conversation, new: _Conversation, pacer: Pacer
     ) -> bytes:
-        """The bytes of a message that is new to the conversation, or a new dict for a message
-        it sent before: the layers rewrite old tool results into a new stub at every request,
-        and a stub made of the same text is found by its text (a few hundred characters to
-        hash instead of a message to encode)."""
+        """The bytes of a message met in a rewritten request: a stub the layers made again
+        from the same text is found by that text (a few hundred characters to hash instead of
+        a message to encode)."""
         key = _text_key(message)
         if key is None:
             return await self._encode(message, pacer)
@@ -132,19 +167,7 @@ async def _sliced(message: Message, pacer: Pacer) -> bytes:
     return json_object(members)
 
 
-class _Conversation:
-    """What a conversation's last request encoded."""
-
-    def __init__(self, first: Message) -> None:
-        self.first = first
-        """The request's first message, kept alive: its `id` keys the conversation."""
-        self.by_id: dict[int, _Entry] = {}
-        """Each message of the request, by `id`."""
-        self.by_text: dict[tuple[tuple[str, str], ...], bytes] = {}
-        """Messages made only of text members that were not found by `id`, by their members."""
-
-
-def _text_key(message: Message) -> tuple[tuple[str, str], ...] | None:
+def _text_key(message: Message) -> _TextKey | None:
     """A message's members when all are text (a tool result, a prompt, a stub), else None."""
     items = tuple(message.items())
     if all(type(value) is str for _, value in items):
