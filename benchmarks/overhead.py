@@ -7,7 +7,9 @@ client (`tests/editor.py`), and asks on that session while the scripted endpoint
 answers `--calls` calls of the `todo` tool and then an answer.
 
 The figure is, for every call after the first, the time from the last byte of the endpoint's
-reply to the arrival of the next request, as the endpoint sees it. It covers what the server
+reply to the arrival of the next request, as the endpoint sees it; and beside it the server's
+CPU time per call (all its threads, read from /proc when each request arrives), which a busy
+machine does not inflate the way it stretches the wall-clock figure. It covers what the server
 does between two model calls: the SSE parse, the reply and the tool result stored (transcript
 writes), the tool itself (`todo`: no I/O), the events and notifications sent to the editor, the
 context layers' guard, the reminder (git branch, plan, file changes), and the request encoded
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import itertools
 import json
@@ -37,6 +40,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +55,7 @@ from lsp_agent.context.tokens import Message, request_bytes
 from lsp_agent.messages import estimate_tokens
 from lsp_agent.session.store import SessionStore
 from tests.editor import start_editor
-from tests.fake_model import ScriptedModel, reply, tool_call
+from tests.fake_model import ScriptedModel, Step, reply, tool_call
 
 PLAN = {"items": [{"text": "Measure the overhead", "status": "in_progress"}]}
 
@@ -119,7 +123,18 @@ async def measure(tokens: int, calls: int, stubbed: bool) -> dict[str, Any]:
                 root, "visual-studio-code", settings, state_dir=state, home=home
             )
             try:
-                model.add(*[tool_call("todo", PLAN) for _ in range(calls)], reply("Measured."))
+                pid = editor.client._server.pid  # type: ignore[union-attr]
+                cpu: list[float] = []
+
+                def sampled(step: Step) -> Callable[[dict[str, Any]], Step]:
+                    def answer(_: dict[str, Any]) -> Step:
+                        cpu.append(cpu_seconds(pid))
+                        return step
+
+                    return answer
+
+                steps = [tool_call("todo", PLAN) for _ in range(calls)] + [reply("Measured.")]
+                model.add(*[sampled(step) for step in steps])
                 result = await editor.ask("go on", session=session)
                 assert result.status == "completed", result
             finally:
@@ -133,6 +148,7 @@ async def measure(tokens: int, calls: int, stubbed: bool) -> dict[str, Any]:
         ]
         sent = json.loads(model.bodies[-1])["messages"]
         return {
+            "cpu": [after - before for before, after in itertools.pairwise(cpu)],
             "messages": len(history),
             "tokens": estimate_tokens(request_bytes(history)),
             "body": len(model.bodies[-1]),
@@ -141,13 +157,24 @@ async def measure(tokens: int, calls: int, stubbed: bool) -> dict[str, Any]:
         }
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time a process has had, all threads, from the scheduler's nanosecond counters."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            total += int((task / "schedstat").read_text().split()[0])
+    return total / 1e9
+
+
 def describe(label: str, found: dict[str, Any]) -> str:
     gaps = sorted(found["gaps"])
     p95 = gaps[min(len(gaps) - 1, int(len(gaps) * 0.95))]
     return (
-        f"{label:<22} {found['tokens']:>9,} tokens {found['messages']:>5} messages, "
-        f"body {found['body'] / 1e6:5.2f} MB: median {statistics.median(gaps) * 1000:6.2f} ms"
-        f"   p95 {p95 * 1000:6.2f} ms   max {gaps[-1] * 1000:6.2f} ms  ({len(gaps)} calls)"
+        f"{label:<26} {found['tokens']:>9,} tokens {found['messages']:>5} messages, "
+        f"body {found['body'] / 1e6:5.2f} MB: min {gaps[0] * 1000:6.2f} ms   "
+        f"median {statistics.median(gaps) * 1000:6.2f} ms   p95 {p95 * 1000:6.2f} ms; "
+        f"server CPU per call median {statistics.median(found['cpu']) * 1000:5.2f} ms "
+        f"({len(gaps)} calls)"
     )
 
 
@@ -167,8 +194,10 @@ def main() -> None:
     parser.add_argument("--server-path", type=Path, default=None)
     args = parser.parse_args()
     if args.server_path is not None:
-        # The server is a child process: it imports lsp_agent from there first.
+        # The server is a child process: it imports lsp_agent from there first, once its working
+        # directory (the first place `python -m` looks) holds no other copy.
         os.environ["PYTHONPATH"] = str(args.server_path.resolve())
+        os.chdir(tempfile.gettempdir())
         print(f"server code from {args.server_path}")
     sizes = [int(size) for size in args.tokens.split(",")]
     # This process is the instrument (the client and the endpoint's clock): a collection of its
