@@ -171,7 +171,7 @@ def describe(label: str, found: dict[str, Any]) -> str:
     p95 = gaps[min(len(gaps) - 1, int(len(gaps) * 0.95))]
     return (
         f"{label:<26} {found['tokens']:>9,} tokens {found['messages']:>5} messages, "
-        f"body {found['body'] / 1e6:5.2f} MB: min {gaps[0] * 1000:6.2f} ms   "
+        f"body {found['body'] / 1e6:5.2f} MB: "
         f"median {statistics.median(gaps) * 1000:6.2f} ms   p95 {p95 * 1000:6.2f} ms; "
         f"server CPU per call median {statistics.median(found['cpu']) * 1000:5.2f} ms "
         f"({len(gaps)} calls)"

@@ -164,7 +164,7 @@ class Timing:
     peer: tuple[str, int] = ("", 0)
     """The client's address and port: one per connection it opened."""
     answered: float | None = None
-    """None while the answer is being written, or when the client went away first."""
+    """Just before the answer's last write (its last bytes); None until then."""
 
 
 StepLike: TypeAlias = Step | Callable[[Body], "StepLike"]
@@ -356,7 +356,7 @@ class _Exchange:
         for name, value in headers.items():
             self.handler.send_header(name, value)
         self.handler.end_headers()
-        self._write(data)
+        self._write_last(data)
 
     def start_stream(self) -> None:
         self.handler.send_response(200)
@@ -386,10 +386,17 @@ class _Exchange:
         self.handler.send_header("Content-Type", content_type)
         self.handler.send_header("Content-Length", str(len(data)))
         self.handler.end_headers()
-        self._write(data)
+        self._write_last(data)
 
     def end_stream(self) -> None:
-        self._write(b"0\r\n\r\n")
+        self._write_last(b"0\r\n\r\n")
+
+    def _write_last(self, data: bytes) -> None:
+        """The answer's last write. Its time is taken just before it: taken after, it would wait
+        for this thread to get the interpreter back from the test's other threads, and could
+        fall after the client's next request."""
+        self.timing.answered = time.perf_counter()
+        self._write(data)
 
     def _write_chunk(self, raw: bytes) -> None:
         self._write(b"%x\r\n%s\r\n" % (len(raw), raw))
@@ -549,7 +556,8 @@ class _ScriptedEndpoint:
                 message = f"the scripted model failed: {type(exc).__name__}: {exc}"
                 body = self._error_body(500, message)
                 exchange.send_json(500, body, {"x-should-retry": "false"})
-            exchange.timing.answered = time.perf_counter()
+            if exchange.timing.answered is None:
+                exchange.timing.answered = time.perf_counter()
         except _Dropped:
             pass
 
