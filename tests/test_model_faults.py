@@ -78,6 +78,8 @@ async def editor(places: tuple[Path, Path, Path], model: ScriptedModel) -> Async
     root, state, home = places
     settings = {"baseUrl": model.base_url, "model": "test-model", "contextWindow": WINDOW}
     started = await start_editor(root, "visual-studio-code", settings, state_dir=state, home=home)
+    model.add(reply("Ready."))  # the first ask loads the agent: not a figure of any fault
+    assert (await started.ask("warm up")).status == "completed"
     yield started
     await started.client.shutdown_session()
     await started.client.stop()
