@@ -40,6 +40,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,7 @@ from lsp_agent.agent.prompt import system_prompt
 from lsp_agent.context.history import ContextEvent, ContextState
 from lsp_agent.context.tokens import Message, request_bytes
 from lsp_agent.messages import estimate_tokens
+from lsp_agent.model.encoding import RequestEncoder
 from lsp_agent.session.store import SessionStore
 from tests.editor import start_editor
 from tests.fake_model import ScriptedModel, Step, reply, tool_call
@@ -185,6 +187,32 @@ async def main_async(sizes: list[int], calls: int) -> None:
             found = await measure(tokens, calls, stubbed)
             label = f"{tokens // 1000}k, " + ("old results stubbed" if stubbed else "sent whole")
             print(describe(label, found), flush=True)
+    print("\nthe request's messages alone, in this process (median of 30, after 5 to warm up)")
+    for tokens in sizes:
+        print(await encoding(tokens), flush=True)
+
+
+async def encoding(tokens: int) -> str:
+    """The messages of each next request encoded whole with json.dumps, and by the encoder
+    (which has seen the previous request), at a history of `tokens`."""
+    history = history_of(Path(tempfile.gettempdir()), tokens)
+    encoder = RequestEncoder()
+    whole, cached = [], []
+    for call in range(35):
+        request = [*history, {"role": "user", "content": f"<context>call {call}</context>"}]
+        start = time.perf_counter()
+        json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode()
+        middle = time.perf_counter()
+        b"".join(await encoder.messages(request))
+        end = time.perf_counter()
+        if call >= 5:
+            whole.append(middle - start)
+            cached.append(end - middle)
+        history.append({"role": "assistant", "content": f"answer {call}"})
+    return (
+        f"{tokens // 1000}k: json.dumps of the whole {statistics.median(whole) * 1000:6.2f} ms, "
+        f"encoder with its cache (joined) {statistics.median(cached) * 1000:5.2f} ms"
+    )
 
 
 def main() -> None:
