@@ -13,7 +13,7 @@ from lsp_agent.agent.instructions import Instructions
 from lsp_agent.context.reminder import FileChangeSource
 from lsp_agent.context.tokens import TokenMeter
 from lsp_agent.context.view import ContextState
-from lsp_agent.model.provider import Usage
+from lsp_agent.messages import Usage
 from lsp_agent.session.transcript import Transcript
 from lsp_agent.tools.belt import Toolbox
 from lsp_agent.tools.results import EditCounts

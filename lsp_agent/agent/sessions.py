@@ -26,7 +26,8 @@ from lsp_agent.context.reminder import FileChangeSource
 from lsp_agent.context.tokens import TokenMeter, request_bytes
 from lsp_agent.context.view import ContextState, build_request, restore_state
 from lsp_agent.errors import UserError
-from lsp_agent.model.provider import Provider, estimate_tokens, make_provider
+from lsp_agent.messages import estimate_tokens
+from lsp_agent.model import Provider, make_provider
 from lsp_agent.port import Document, EditorPort, FileChange
 from lsp_agent.safety.sandbox import Sandbox
 from lsp_agent.session.store import SessionStore

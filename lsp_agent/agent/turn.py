@@ -25,7 +25,8 @@ from lsp_agent.config import Settings
 from lsp_agent.context.layers import ContextEvent, before_call, end_of_turn
 from lsp_agent.context.reminder import reminder_message
 from lsp_agent.context.view import build_request
-from lsp_agent.model.provider import TOOL_MODELS, Provider, ProviderError, Reply, ToolCall, Usage
+from lsp_agent.messages import Reply, ToolCall, Usage
+from lsp_agent.model import TOOL_MODELS, Provider, ProviderError
 from lsp_agent.port import EditorPort
 from lsp_agent.tools.belt import TurnState
 from lsp_agent.tools.results import EditCounts, Landed, ToolResult

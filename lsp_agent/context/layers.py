@@ -20,7 +20,7 @@ from lsp_agent.config import Settings
 from lsp_agent.context.compact import Compact
 from lsp_agent.context.tokens import Message, TokenMeter, message_bytes
 from lsp_agent.context.view import EVENT_KIND, ContextState, View, dropped
-from lsp_agent.model.provider import Provider
+from lsp_agent.model import Provider
 
 log = logging.getLogger(__name__)
 

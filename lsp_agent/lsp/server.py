@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 # The agent stack (httpx, the loop, the tools) is imported when the first command needs it, and
 # warmed up in a thread after `initialized`: `initialize` must be answered fast (docs/protocol.md),
 # and lsprotocol alone costs a third of a second to import.
-AGENT_MODULES = ("lsp_agent.agent.sessions", "lsp_agent.model.provider", "lsp_agent.session.store")
+AGENT_MODULES = ("lsp_agent.agent.sessions", "lsp_agent.model.openai", "lsp_agent.session.store")
 
 log = logging.getLogger(__name__)
 

@@ -180,7 +180,7 @@ def _auto_approved(yes: bool, yes_commands: bool) -> frozenset[str]:
 
 async def _no_model_message(agent: Any) -> str:
     """Why no turn can run without a model, with what the endpoint offers when it answers."""
-    from lsp_agent.model.provider import ProviderError
+    from lsp_agent.model import ProviderError
 
     base_url = agent.settings.base_url
     try:

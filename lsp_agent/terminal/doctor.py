@@ -19,7 +19,7 @@ async def doctor(*, as_json: bool = False) -> int:
     """Check the set-up; each check is `ok`, `bad` (a failure) or `info`. With `as_json`, one
     JSON object `{version, checks: [{name, status, detail}], config}` instead of the text."""
     from lsp_agent.config import load_settings
-    from lsp_agent.model.provider import ProviderError, make_provider
+    from lsp_agent.model import ProviderError, make_provider
 
     checks: list[dict[str, str]] = []
 
