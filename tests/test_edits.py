@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from lsp_agent.errors import ToolError
 from lsp_agent.lsp.positions import ENCODINGS, TextEdit, apply_text_edits, text_edits
 from lsp_agent.text import unified_diff
-from lsp_agent.tools.edits import plain_punctuation, plan_edit
+from lsp_agent.tools.edits import plan_edit
+from lsp_agent.tools.matching import plain_punctuation
 
 LSP_EOL = re.compile(r"\r\n|\r|\n")
 
@@ -131,11 +132,13 @@ def test_mixed_line_endings_work_when_the_exact_text_is_present() -> None:
     assert plan_edit(text, "two\nthree", "2\n3") == "one\r\n2\n3\r\n"
 
 
-def test_mixed_line_endings_match_line_by_line_when_the_model_sends_lf() -> None:
-    # Neither the LF nor the CRLF form of old is in the file; its lines are, once each. The
-    # replacement takes the line ending of the first matched line.
+def test_mixed_line_endings_match_line_by_line_and_each_line_keeps_its_ending() -> None:
+    # Neither the LF nor the CRLF form of old is in the file; its lines are, once each. Each
+    # new line takes the ending of the line it replaces; a line more takes the last one's.
     text = "one\r\ntwo\nthree\r\n"
-    assert plan_edit(text, "one\ntwo\n", "1\n2\n") == "1\r\n2\r\nthree\r\n"
+    assert plan_edit(text, "one\ntwo\n", "1\n2\n") == "1\r\n2\nthree\r\n"
+    assert plan_edit(text, "one\ntwo\n", "1\n2\n2b\n") == "1\r\n2\n2b\nthree\r\n"
+    assert plan_edit(text, "two\nthree\n", "2\n") == "one\r\n2\r\n"
 
 
 def test_an_old_mac_file_with_lone_cr_stays_cr() -> None:
@@ -612,27 +615,52 @@ def indented_blocks(draw: st.DrawFn) -> tuple[list[tuple[int, str]], list[tuple[
     return old, new
 
 
-@settings(max_examples=200)
-@given(indented_blocks(), st.integers(1, 3), st.sampled_from(["    ", "\t", "  "]))
-def test_a_block_sent_without_its_indentation_lands_at_the_files_indentation(
-    blocks: tuple[list[tuple[int, str]], list[tuple[int, str]]], base: int, unit: str
+UNITS = ["    ", "\t", "  "]
+
+
+@settings(max_examples=300)
+@given(indented_blocks(), st.integers(1, 3), st.sampled_from(UNITS), st.sampled_from(UNITS))
+def test_a_block_sent_in_another_indentation_lands_in_the_files(
+    blocks: tuple[list[tuple[int, str]], list[tuple[int, str]]],
+    base: int,
+    unit: str,
+    model_unit: str,
 ) -> None:
+    # The model indents by its own unit (and sends old without the file's depth); old's lines
+    # map level for level onto the file's, so new lines land at their level in the file's unit.
     old, new = blocks
+    # The model's lines show its unit: a line one level deep when any is deeper.
+    levels = {level for level, _ in old + new}
+    assume(levels == {0} or 1 in levels)
 
     def render(block: list[tuple[int, str]], indent: str, offset: int) -> str:
         return "".join(indent * (offset + level) + word + "\n" for level, word in block)
 
-    text = "start:\n" + render(old, unit, base) + "end\n"
-    model_old, model_new = render(old, "    ", 0), render(new, "    ", 0)
+    preamble = f"start:\n{unit}header()\n{unit * 2}nested()\n"
+    text = preamble + render(old, unit, base) + "end\n"
+    model_old, model_new = render(old, model_unit, 0), render(new, model_unit, 0)
     # When the model's text happens to be in the file as it is, the exact match wins.
     assume(model_old not in text)
-    if unit == "\t":
-        # The file's tabs replace the model's levels of four spaces.
-        expected_new = render(new, "\t", base)
-    else:
-        # Same indentation character: new keeps its own relative indentation, shifted.
-        expected_new = "".join(unit * base + "    " * level + w + "\n" for level, w in new)
-    assert plan_edit(text, model_old, model_new) == "start:\n" + expected_new + "end\n"
+    assert plan_edit(text, model_old, model_new) == preamble + render(new, unit, base) + "end\n"
+
+
+def test_two_space_lines_for_a_four_space_file_land_at_four() -> None:
+    text = "class A:\n    def f(self):\n        if x:\n            return 1\n        return 2\n"
+    old = "def f(self):\n  if x:\n    return 1\n"
+    new = "def f(self):\n  if x:\n    log()\n    return 1\n  else:\n    return 3\n"
+    assert plan_edit(text, old, new) == (
+        "class A:\n    def f(self):\n        if x:\n            log()\n            return 1\n"
+        "        else:\n            return 3\n        return 2\n"
+    )
+
+
+def test_an_indentation_that_does_not_map_level_for_level_moves_by_the_offset() -> None:
+    # The model's levels 0, 1, 2 are 4, 6 and 12 spaces in the file: no unit maps one onto
+    # the other, so new lines keep the model's shape, moved by the offset of the first line.
+    text = "def f():\n    a()\n      b()\n            d()\n"
+    old = "a()\n    b()\n        d()\n"
+    after = plan_edit(text, old, old + "    c()\n")
+    assert after == text + "        c()\n"
 
 
 # The punctuation level: each body as the model types it, and as a file may hold it.

@@ -372,7 +372,7 @@ def test_a_forgiven_match_is_refused_when_it_fits_two_places() -> None:
     patch = "*** Begin Patch\n*** Update File: a.py\n-x = 1\n+x = 2\n*** End Patch"
     error = refusal(patch, files)
     assert error.reason == "ambiguous"
-    assert "when whitespace and indentation are ignored" in error.message
+    assert "when indentation is ignored" in error.message
 
 
 def test_not_found_names_the_file_and_hunk_and_quotes_the_nearest_lines() -> None:
