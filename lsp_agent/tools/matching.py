@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
-from lsp_agent.text import line_content, split_lines
+from lsp_agent.text import EOL, line_content, line_offsets, split_lines
 
 Op = tuple[str, str]
 """One line of a change: (op, the model's text); op is " " (unchanged), "-" (removed) or "+"."""
@@ -54,6 +54,8 @@ _NEAR_CUTOFF = 0.5
 _NEAR_TOP = 20
 """How many file lines sharing the rarest words with a probe are compared closely."""
 _WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+_STYLE_WINDOW = 1000
+"""How many lines around a match show the file's indentation unit."""
 _ELISION = "..."
 """A line that stands for unchanged lines the model left out (aider's convention)."""
 
@@ -133,13 +135,19 @@ class FileLines:
         lines = split_lines(text)
         self.text = text
         """The whole text."""
-        self.contents: list[str] = [line_content(line) for line in lines]
+        self.contents: list[str] = (
+            text.splitlines()
+            if len(lines) == len(text.splitlines(keepends=True))
+            else [line_content(line) for line in lines]
+        )
         """Each line without its ending."""
-        self.endings: list[str] = [
-            line[len(content) :] for line, content in zip(lines, self.contents, strict=True)
-        ]
+        self.endings: list[str] = EOL.findall(text)
+        if len(self.endings) < len(lines):
+            self.endings.append("")
         """Each line's ending: `\\n`, `\\r\\n`, `\\r`, or "" for a last line without one."""
         self._keys: dict[int, list[str]] = {0: self.contents}
+        self._lines = lines
+        self._offsets: list[int] | None = None
 
     def __len__(self) -> int:
         return len(self.contents)
@@ -157,8 +165,9 @@ class FileLines:
 
     def offset(self, index: int) -> int:
         """Where line `index` starts in the text (the text's length past the last line)."""
-        pairs = zip(self.contents[:index], self.endings[:index], strict=True)
-        return sum(len(content) + len(ending) for content, ending in pairs)
+        if self._offsets is None:
+            self._offsets = line_offsets(self._lines)
+        return self._offsets[min(index, len(self._lines))]
 
     def ending_near(self, index: int) -> str:
         """The ending of the nearest line above `index` that has one, else below; LF when no
@@ -297,7 +306,9 @@ def rewrite(
     indent = None
     if level.loose_indent:
         old = [text for op, text in body if op != "+"]
-        indent = Reindent(old, [content for content, _ in region], model, file.contents)
+        # The file's unit is read near the region: cheap on a large file, right in a mixed one.
+        near = file.contents[max(start - _STYLE_WINDOW, 0) : start + old_count + _STYLE_WINDOW]
+        indent = Reindent(old, [content for content, _ in region], model, near)
     out: list[Line] = []
     at = 0
     removed: list[str] = []
@@ -333,14 +344,17 @@ def rewrite(
     return out
 
 
-def seal(lines: list[Line], fallback: str) -> None:
-    """Give every line but the last an ending: the nearest one above, else `fallback`."""
-    above = ""
-    for index, (content, ending) in enumerate(lines):
-        if ending:
-            above = ending
-        elif index < len(lines) - 1:
-            lines[index] = (content, above or fallback)
+def seal(lines: list[Line], fallback: str, where: Iterable[int] | None = None) -> None:
+    """Give every line but the last an ending: the nearest one above, else `fallback`.
+
+    `where`: the only indexes that may lack one (the rest of a large file is not walked).
+    """
+    for index in range(len(lines)) if where is None else where:
+        content, ending = lines[index]
+        if ending or index >= len(lines) - 1:
+            continue
+        above = next((e for _, e in reversed(lines[:index]) if e), "")
+        lines[index] = (content, above or fallback)
 
 
 def leading(line: str) -> str:
@@ -396,7 +410,7 @@ class Reindent:
             if o.strip() and f.strip()
         ]
         self.model_base, self.file_base = pairs[0] if pairs else ("", "")
-        self.file_style = _style([*region, *file])
+        self.file_style = _style(region, file)
         self.model_style = _model_style(model, self.file_style)
         tab = self.model_style.width if self.file_style.tabs else self.file_style.width
         self.tab = tab or 4
@@ -439,14 +453,16 @@ class Reindent:
         return " " * width
 
 
-def _style(lines: Iterable[str]) -> _Style:
-    """How `lines` indent: tabs when the first indented line starts with one, else spaces with
-    the most common step between consecutive lines (0 when nothing is indented)."""
-    indents = [leading(line) for line in lines if line.strip()]
-    first = next((indent for indent in indents if indent), "")
+def _style(region: Sequence[str], file: Sequence[str]) -> _Style:
+    """How the file indents: with tabs when the first indented line of `region` (else of the
+    file) starts with one, else with spaces, by the file's steps between consecutive lines
+    (width 0 when nothing is indented)."""
+    first = next(
+        (indent for line in (*region, *file) if line.strip() and (indent := leading(line))), ""
+    )
     if first.startswith("\t"):
         return _Style(True, 0)
-    return _Style(False, _space_width(indents))
+    return _Style(False, _space_width([leading(line) for line in file if line.strip()]))
 
 
 def _space_width(indents: Sequence[str], *, steps_first: bool = True) -> int:

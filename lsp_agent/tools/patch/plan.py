@@ -13,6 +13,7 @@ re-indent at the loose levels). Pure: the caller reads the files (`read_current`
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -454,6 +455,7 @@ def _rebuild(placing: _Placing) -> tuple[str, tuple[ProposedHunk, ...]]:
     spans: dict[int, list[int]] = {}  # hunk number → [first, end) in the file, [first, end) out
     cursor = 0
     final: tuple[bool, bool] | None = None
+    unsealed: list[int] = []  # where a line may lack its ending: in and just above new lines
     for item in sorted(placing.placed, key=lambda p: (p.start, p.number)):
         out.extend(file.lines(cursor, item.start))
         model = [text for _, text in item.hunk.lines]
@@ -462,13 +464,14 @@ def _rebuild(placing: _Placing) -> tuple[str, tuple[ProposedHunk, ...]]:
         )
         span = spans.setdefault(item.number, [item.start, item.end, len(out), 0])
         span[1] = item.end
+        unsealed += range(max(len(out) - 1, 0), len(out) + len(written))
         out.extend(written)
         span[3] = len(out)
         cursor = item.end
         if item.end == len(file):
             final = (item.hunk.old_no_eol, item.hunk.new_no_eol)
     out.extend(file.lines(cursor))
-    matching.seal(out, file.ending_near(0))
+    matching.seal(out, file.ending_near(0), sorted(set(unsealed)))
     if final is not None and out:
         old_no_eol, new_no_eol = final
         had_final = not len(file) or file.endings[-1] != ""
@@ -488,7 +491,7 @@ def _rebuild(placing: _Placing) -> tuple[str, tuple[ProposedHunk, ...]]:
         )
         for number, (first, end, out_first, out_end) in sorted(spans.items())
     )
-    return "".join(content + ending for content, ending in out), hunks
+    return "".join(itertools.chain.from_iterable(out)), hunks
 
 
 def _ambiguous(many: Ambiguous, where: str) -> _Miss:
