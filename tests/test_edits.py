@@ -774,3 +774,85 @@ def test_a_punctuation_match_is_applied_once_or_refused(
             assert written == block[k]
     if new == old:
         assert after == text
+
+
+# plan_edit: slips taken when they leave one result
+
+
+def test_a_stray_blank_first_line_in_old_is_dropped() -> None:
+    # No blank line (not even a line break) is before `def main():`: the first line of old
+    # and of new is a slip, and goes.
+    text = "def main():\n    run()\n\nmain()\n"
+    after = plan_edit(text, "\ndef main():\n    run()\n", "\ndef main():\n    run(fast=True)\n")
+    assert after == "def main():\n    run(fast=True)\n\nmain()\n"
+    # Also when another slip is forgiven with it: here the indentation.
+    text = "class A:\n    def f(self):\n        pass\n"
+    after = plan_edit(text, "\ndef f(self):\n    pass\n", "def f(self):\n    return 1\n")
+    assert after == "class A:\n    def f(self):\n        return 1\n"
+
+
+def test_a_stray_blank_line_is_kept_when_old_is_found_with_it() -> None:
+    text = "import os\n\ndef main():\n    run()\n"
+    after = plan_edit(text, "\ndef main():\n", "\n\ndef main():\n")
+    assert after == "import os\n\n\ndef main():\n    run()\n"
+
+
+def test_doubled_spaces_inside_a_line_are_forgiven_and_unchanged_lines_stay_the_files() -> None:
+    text = "config = {\n    'name':  'app',\n    'port':  8000,\n}\n"
+    old = "    'name': 'app',\n    'port': 8000,\n"
+    new = "    'name': 'app',\n    'port': 9000,\n"
+    assert plan_edit(text, old, new) == "config = {\n    'name':  'app',\n    'port': 9000,\n}\n"
+
+
+def test_a_markdown_fence_around_old_and_new_is_taken_off() -> None:
+    text = "def f():\n    return 1\n"
+    old = "```python\ndef f():\n    return 1\n```"
+    new = "```python\ndef f():\n    return 2\n```"
+    assert plan_edit(text, old, new) == "def f():\n    return 2\n"
+
+
+def test_a_fence_that_is_in_the_file_is_matched_as_text() -> None:
+    text = "# Usage\n\n```sh\nrun\n```\n"
+    assert plan_edit(text, "```sh\nrun\n```\n", "```sh\nrun --fast\n```\n") == (
+        "# Usage\n\n```sh\nrun --fast\n```\n"
+    )
+
+
+def test_dots_standing_for_unchanged_lines_replace_each_part_in_place() -> None:
+    text = "def f():\n    a = 1\n    b = 2\n    c = 3\n    return a\n"
+    old = "def f():\n    a = 1\n    ...\n    return a\n"
+    new = "def f():\n    a = 10\n    ...\n    return a + c\n"
+    assert plan_edit(text, old, new) == (
+        "def f():\n    a = 10\n    b = 2\n    c = 3\n    return a + c\n"
+    )
+
+
+def test_dots_that_are_in_the_file_are_matched_as_text() -> None:
+    text = "class P(Protocol):\n    def f(self) -> int:\n        ...\n"
+    after = plan_edit(text, "        ...\n", "        return 1\n")
+    assert after == "class P(Protocol):\n    def f(self) -> int:\n        return 1\n"
+
+
+def test_dots_in_old_but_not_in_new_are_refused_with_the_rule() -> None:
+    text = "a = 1\nb = 2\nc = 3\n"
+    with pytest.raises(ToolError) as caught:
+        plan_edit(text, "a = 1\n...\nc = 3\n", "a = 1\nc = 4\n")
+    assert caught.value.reason == "not_found"
+    assert "`...` line" in caught.value.message and "same places in both" in caught.value.message
+
+
+def test_parts_between_dots_must_each_be_unique() -> None:
+    text = "x = 1\ny = 2\nx = 1\nz = 3\n"
+    with pytest.raises(ToolError) as caught:
+        plan_edit(text, "x = 1\n...\nz = 3\n", "x = 10\n...\nz = 30\n")
+    assert caught.value.reason == "ambiguous"
+    assert "between its `...` lines" in caught.value.message
+
+
+def test_a_wrong_guess_elsewhere_is_never_made_for_a_near_miss() -> None:
+    # A near match by similarity is refused: the message quotes it, the model decides.
+    text = "def total(items):\n    return sum(items)\n"
+    with pytest.raises(ToolError) as caught:
+        plan_edit(text, "def totals(items):\n    return sum(items)\n", "pass\n")
+    assert caught.value.reason == "not_found"
+    assert "First difference, line 1" in caught.value.message
