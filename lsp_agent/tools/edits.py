@@ -142,15 +142,12 @@ def _body(old: list[str], new: list[str], level: Level) -> list[Op]:
     """`old` → `new` as unchanged, removed and added lines.
 
     A line of `new` is unchanged when the model left its line of `old` as it was, as `level`
-    reads lines (`Level.same`): it is then written as the file has it. Equal leading and
-    trailing lines pair up in place first, so a repeated line pairs with its own copy; the
+    reads lines (`Level.unchanged_key`): it is then written as the file has it. Equal leading
+    and trailing lines pair up in place first, so a repeated line pairs with its own copy; the
     middle is aligned as `text_edits` aligns lines.
     """
-
-    def key(line: str) -> str:
-        return f"{matching.leading(line)}\0{level.key(line)}" if level.loose_indent else line
-
-    a, b = [key(line) for line in old], [key(line) for line in new]
+    a = [level.unchanged_key(line) for line in old]
+    b = [level.unchanged_key(line) for line in new]
     head, tail = equal_ends(a, b)
     kept = [(k, k) for k in range(head)]
     middle_a, middle_b = a[head : len(a) - tail], b[head : len(b) - tail]

@@ -109,12 +109,13 @@ class Level:
     """Indentation did not count: new lines are re-indented, and a line the model left as it
     was in old is the file's own."""
 
-    def same(self, a: str, b: str) -> bool:
-        """Whether the model left line `a` of its old text as `b` in its new text, as this level
-        reads lines: indentation is compared as typed (a line moved deeper did change)."""
+    def unchanged_key(self, line: str) -> str:
+        """What of a line of the model's new text must equal its line of old for the model to
+        have left it as it was, as this level reads lines: the indentation is compared as
+        typed (a line the model moved deeper did change)."""
         if not self.loose_indent:
-            return self.key(a) == self.key(b)
-        return leading(a) == leading(b) and self.key(a) == self.key(b)
+            return self.key(line)
+        return f"{leading(line)}\0{self.key(line)}"
 
 
 LEVELS: tuple[Level, ...] = (
@@ -203,8 +204,9 @@ class NotFound(Exception):
     """No level finds the old lines."""
 
 
-Narrow = Callable[[list[int], Level], list[int]]
-"""Narrows a level's candidates with what else the caller knows; may raise its own error."""
+Narrow = Callable[[list[int], Level, int], list[int]]
+"""Narrows a level's candidates (places, level, how many lines) with what else the caller
+knows; may raise its own error."""
 
 
 def locate(
@@ -238,7 +240,7 @@ def _search(
         if not places:
             continue
         if narrow is not None:
-            places = narrow(places, level)
+            places = narrow(places, level, len(old))
         if len(places) == 1:
             return Match(places[0], level)
         raise Ambiguous(places, level)

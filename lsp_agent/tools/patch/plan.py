@@ -323,9 +323,8 @@ def _place(placing: _Placing, number: int, hunk: Hunk) -> None:
 def _narrowing(placing: _Placing, hunk: Hunk, where: str) -> matching.Narrow:
     """What a patch knows beyond the lines: earlier hunks' places, the header's line number,
     the `@@` context lines."""
-    size = len(hunk.old)
 
-    def narrow(places: list[int], level: Level) -> list[int]:
+    def narrow(places: list[int], level: Level, size: int) -> list[int]:
         usable = [i for i in places if placing.free(i, i + size)]
         if not usable:
             raise _Miss(
