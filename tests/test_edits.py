@@ -539,7 +539,7 @@ def assert_valid(before: str, edits: list[TextEdit], encoding: str) -> None:
             assert character <= units(contents[line], encoding)
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(pairs)
 @example(("a\r\nb", "a\rb"))
 @example(("😀x", "😀y"))
@@ -553,13 +553,14 @@ def test_applying_the_edits_gives_the_new_text_in_every_encoding(pair: tuple[str
         assert apply_text_edits(before, edits, encoding) == after
 
 
+@settings(deadline=None)
 @given(texts)
 def test_an_unchanged_text_has_no_edits(text: str) -> None:
     for encoding in ENCODINGS:
         assert text_edits(text, text, encoding) == []
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(pairs)
 @example(("a\r\nb", "a\rb"))
 @example(("x\r\n", "y\n"))
@@ -586,7 +587,7 @@ lf_lines = st.lists(
 )
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(lf_lines, st.data())
 def test_lf_edits_give_the_same_result_on_the_crlf_copy_of_a_file(
     lines: list[str], data: st.DataObject
@@ -618,7 +619,7 @@ def indented_blocks(draw: st.DrawFn) -> tuple[list[tuple[int, str]], list[tuple[
 UNITS = ["    ", "\t", "  "]
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(indented_blocks(), st.integers(1, 3), st.sampled_from(UNITS), st.sampled_from(UNITS))
 def test_a_block_sent_in_another_indentation_lands_in_the_files(
     blocks: tuple[list[tuple[int, str]], list[tuple[int, str]]],
@@ -729,7 +730,7 @@ def punctuation_cases(
     return text, lines, len(before), len(block), block, new, base
 
 
-@settings(max_examples=400)
+@settings(max_examples=400, deadline=None)
 @given(punctuation_cases())
 def test_a_punctuation_match_is_applied_once_or_refused(
     case: tuple[str, list[str], int, int, list[str], list[str], str],

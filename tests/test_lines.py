@@ -34,7 +34,7 @@ def plain_split(text: str) -> list[str]:
     return lines
 
 
-@settings(max_examples=500)
+@settings(max_examples=500, deadline=None)
 @given(texts)
 @example("a\r\nb\rc\n")
 @example("page\x0cbreak\nnext")
@@ -51,7 +51,7 @@ def test_lines_and_their_starts_follow_the_lsp_rule_and_git_lines_end_at_lf(text
     ]
 
 
-@settings(max_examples=500)
+@settings(max_examples=500, deadline=None)
 @given(st.lists(st.sampled_from("xyz"), max_size=12), st.lists(st.sampled_from("xyz"), max_size=12))
 def test_equal_ends_counts_the_shared_head_then_the_shared_tail(a: list[str], b: list[str]) -> None:
     head = 0

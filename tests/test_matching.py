@@ -10,6 +10,7 @@ from hypothesis import assume, event, given, settings
 from hypothesis import strategies as st
 
 from lsp_agent.errors import ToolError
+from lsp_agent.text import split_lines
 from lsp_agent.tools.edits import plan_edit
 from lsp_agent.tools.matching import LEVELS, FileLines, Reindent, locate, rewrite
 from lsp_agent.tools.patch import PatchError, parse_patch, plan_patch
@@ -155,3 +156,13 @@ def test_a_written_line_takes_the_ending_of_the_line_it_replaces() -> None:
     # An inserted line takes the ending of the line above it.
     inserted = [(" ", "a"), ("+", "a2"), (" ", "b")]
     assert rewrite(file, 0, inserted, LEVELS[0])[1] == ("a2", "\r\n")
+
+
+@settings(deadline=None)
+@given(
+    st.lists(st.sampled_from(["a", " ", "\n", "\r", "\r\n", "\x0c", "\u2028", "é"])).map("".join)
+)
+def test_a_files_lines_are_lsp_lines_without_and_with_their_endings(text: str) -> None:
+    file = FileLines(text)
+    assert [c + e for c, e in zip(file.contents, file.endings, strict=True)] == split_lines(text)
+    assert all(file.endings[:-1])  # only the last line may lack an ending

@@ -86,7 +86,7 @@ def test_crlf_text_is_compared_line_by_line() -> None:
     assert [h.status for h in report.hunks] == [ACCEPTED, REJECTED]
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(st.integers(min_value=1, max_value=8), st.data())
 def test_any_subset_of_ticked_hunks_is_reported_exactly(count: int, data: st.DataObject) -> None:
     lines = [f"line {i}\n" for i in range(count * 4 + 2)]

@@ -3,7 +3,7 @@ what its new lines become there.
 
 `edit_file` (`edits.plan_edit`) and `apply_patch` (`patch.plan`) look for old lines with
 `locate` and write new ones with `rewrite`, so both forgive exactly the same slips and refuse
-exactly the same ambiguities. The rules, stated once (the README repeats them for users):
+exactly the same ambiguities. The rules (the README states them for users):
 
 - Lines are LSP lines (`lsp_agent.text`): a line ends at `\\n`, `\\r\\n` or a lone `\\r`, and
   line endings never count in a comparison, so LF lines match a CRLF or mixed file.
@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
-from lsp_agent.text import EOL, line_content, line_offsets, split_lines
+from lsp_agent.text import EOL, line_offsets, split_lines
 
 Op = tuple[str, str]
 """One line of a change: (op, the model's text); op is " " (unchanged), "-" (removed) or "+"."""
@@ -106,8 +106,7 @@ class Level:
     key: Callable[[str], str]
     """What is compared of each line."""
     loose_indent: bool
-    """Indentation did not count: new lines are re-indented, and a line the model left as it
-    was in old is the file's own."""
+    """Indentation did not count: new lines are re-indented."""
 
     def unchanged_key(self, line: str) -> str:
         """What of a line of the model's new text must equal its line of old for the model to
@@ -136,12 +135,10 @@ class FileLines:
         lines = split_lines(text)
         self.text = text
         """The whole text."""
-        self.contents: list[str] = (
-            text.splitlines()
-            if len(lines) == len(text.splitlines(keepends=True))
-            else [line_content(line) for line in lines]
-        )
+        self.contents: list[str] = EOL.split(text)  # split at C speed: a large file
         """Each line without its ending."""
+        if len(self.contents) > len(lines):
+            self.contents.pop()  # the empty "line" after a final line break
         self.endings: list[str] = EOL.findall(text)
         if len(self.endings) < len(lines):
             self.endings.append("")
