@@ -7,10 +7,10 @@ text. New errors make the message the model gets (line, excerpt, what is missing
 language we do not check, gives None. tree-sitter is imported on the first check, not with this
 module, so the server starts without paying for it.
 
-A large file is not parsed whole twice: the last few trees are kept (`_TREES`, by text), and a
-text that differs from a kept one is parsed incrementally from it, told the edited range, so
-tree-sitter re-reads only what changed (the second edit of a 50 000-line file, and the old text
-of an edit that has errors, cost milliseconds).
+A large file is not parsed whole twice: the last trees are kept (`_TREES`, by text, within a
+memory bound), and a text that differs from a kept one is parsed incrementally from it, told
+the edited range, so tree-sitter re-reads only what changed (the next edit of a 50 000-line
+file costs milliseconds).
 
 JSONC (JSON with comments and trailing commas: `*.jsonc`, `tsconfig.json`, `.vscode/*.json`,
 `devcontainer.json`, and any JSON file that already has a comment) is checked as JSON once its
@@ -277,13 +277,19 @@ def _byte_point(text: str, offset: int) -> tuple[int, tuple[int, int]]:
 
 class _TreeCache:
     """The last parse trees, by language and text: a memo of pure results shared by the
-    worker threads that run checks (hence the lock)."""
+    worker threads that run checks (hence the lock).
 
-    def __init__(self, size: int) -> None:
-        self.size = size
-        """How many trees are kept."""
+    A tree takes about 30 times its text in memory (a 1 MB Python file: ~30 MB), so the kept
+    trees are bounded by the size of their texts, the oldest going first.
+    """
+
+    def __init__(self, max_chars: int) -> None:
+        self.max_chars = max_chars
+        """How many characters of text the kept trees may stand for, together."""
         self._trees: OrderedDict[tuple[str, int, int], tuple[str, Tree]] = OrderedDict()
         """(language, len, hash of the text) → (the text, its tree), oldest first."""
+        self._chars = 0
+        """The characters of the texts kept."""
         self._lock = threading.Lock()
 
     def get(self, language: str, text: str) -> Tree | None:
@@ -296,17 +302,25 @@ class _TreeCache:
             return found[1]
 
     def put(self, language: str, text: str, tree: Tree) -> None:
+        if len(text) > self.max_chars:
+            return
+        key = (language, len(text), hash(text))
         with self._lock:
-            self._trees[(language, len(text), hash(text))] = (text, tree)
-            while len(self._trees) > self.size:
-                self._trees.popitem(last=False)
+            if key not in self._trees:
+                self._chars += len(text)
+            self._trees[key] = (text, tree)
+            while self._chars > self.max_chars:
+                _, (old, _) = self._trees.popitem(last=False)
+                self._chars -= len(old)
 
     def clear(self) -> None:
         with self._lock:
             self._trees.clear()
+            self._chars = 0
 
 
-_TREES = _TreeCache(8)
+_TREES = _TreeCache(max_chars=1_500_000)
+"""Room for the trees of one 40 000-line file, or of many small ones (tens of MB at most)."""
 
 
 _JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"?|//[^\n]*|/\*.*?(?:\*/|\Z)|,', re.DOTALL)
