@@ -350,7 +350,7 @@ def _place_parts(placing: _Placing, number: int, hunk: Hunk, where: str) -> None
     and in order; else the miss, with the file's most similar lines."""
     old = hunk.old
     parts = matching.split_elisions([text if op == " " else "" for op, text in hunk.lines])
-    if parts is None or len(parts) < 2:
+    if parts is None:
         at_end = hunk.at_end or hunk.old_no_eol
         raise _Miss("not_found", _not_found_message(placing.file, old, where, at_end))
     previous_end = 0
