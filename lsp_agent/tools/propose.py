@@ -26,7 +26,7 @@ from lsp_agent.errors import ToolError
 from lsp_agent.port import Document, EditorPort, EditOutcome, EditProposal, FileChange
 from lsp_agent.text import unified_diff
 from lsp_agent.tools import syntax
-from lsp_agent.tools.outcome import hunk_outcomes
+from lsp_agent.tools.outcome import ProposedHunk, hunk_outcomes
 from lsp_agent.tools.reads import Reads
 from lsp_agent.tools.rebase import rebase
 from lsp_agent.tools.results import EditCounts, Landed, ToolResult
@@ -46,6 +46,8 @@ class Planned:
     rel: str
     """The path relative to the workspace, as the model wrote it."""
     change: FileChange
+    hunks: tuple[ProposedHunk, ...] = ()
+    """The model's own hunks (`apply_patch`), which the report of what landed is about."""
 
 
 @dataclass(frozen=True)
@@ -298,7 +300,8 @@ class Proposer:
         # again from <file_changes>.
         self.reads.landed_as(change.path, landed.text)
         self.reads.forget(change.path, "the user changed your edit before keeping it")
-        return hunk_outcomes(change.before or "", change.after, landed.text).message(item.rel)
+        report = hunk_outcomes(change.before or "", change.after, landed.text, item.hunks)
+        return report.message(item.rel)
 
 
 async def syntax_guard(rel: str, before: str | None, after: str) -> None:
