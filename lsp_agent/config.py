@@ -37,6 +37,16 @@ ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 DECISIONS = ("allow", "ask", "deny")
 """The decisions a permission rule may take (DESIGN §6)."""
 
+DEFAULT_CODE_ACTIONS: tuple[dict[str, str], ...] = (
+    {
+        "title": "lsp-agent: fix this problem",
+        "prompt": "Fix this problem in {file} at line {line}: {diagnostic}",
+    },
+    {"title": "lsp-agent: explain this", "prompt": "Explain what this code in {file} does."},
+    {"title": "lsp-agent: write tests for this", "prompt": "Write tests for this code in {file}."},
+)
+"""The code actions offered when the `codeActions` setting is not set."""
+
 NO_MODEL = (
     "no model configured: set lspAgent.model in the editor or LSP_AGENT_MODEL in the environment "
     "(e.g. LSP_AGENT_MODEL=qwen2.5-coder:7b for Ollama)"
@@ -79,6 +89,12 @@ class Settings:
     """User rules `{tool, match?, decision}`, checked before the built-in ones; first match wins."""
     read_only_paths: list[str] = field(default_factory=list)
     """Globs the agent may read but never edit."""
+    code_actions: list[dict[str, str]] = field(
+        default_factory=lambda: [dict(action) for action in DEFAULT_CODE_ACTIONS]
+    )
+    """What the editor's code-action menu offers: `{title, prompt}`, the prompt a template with
+    `{file}`, `{line}`, `{selection}` and `{diagnostic}` (an action whose prompt names
+    `{diagnostic}` is offered once for each problem the editor reports there)."""
     prices: Mapping[str, float] = field(default_factory=dict)
     """What the endpoint charges per million tokens: `input`, `output`, and `cachedInput` when
     cached input costs less; empty when unknown (no cost is shown)."""
@@ -469,6 +485,23 @@ def _prices(raw: object, is_text: bool) -> dict[str, float]:
     return prices
 
 
+def _actions(raw: object, is_text: bool) -> list[dict[str, str]]:
+    del is_text
+    if not isinstance(raw, list):
+        raise ValueError("")
+    actions = []
+    for index, item in enumerate(raw, start=1):
+        if not isinstance(item, Mapping):
+            raise ValueError(f"action {index} is not an object")
+        title, prompt = item.get("title"), item.get("prompt")
+        if not isinstance(title, str) or not title.strip():
+            raise ValueError(f"action {index} has no title")
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise ValueError(f"action {index} has no prompt")
+        actions.append({"title": title.strip(), "prompt": prompt})
+    return actions
+
+
 def _rules(raw: object, is_text: bool) -> list[dict[str, str]]:
     # One bad rule rejects the whole list: dropping a `deny` rule could let a later `allow` win.
     del is_text
@@ -559,6 +592,13 @@ _SPECS: tuple[_Spec, ...] = (
         'a list of rules {tool, match, decision} with decision "allow", "ask" or "deny"',
     ),
     _Spec("readOnlyPaths", "read_only_paths", (), _globs, "a list of glob strings"),
+    _Spec(
+        "codeActions",
+        "code_actions",
+        (),
+        _actions,
+        "a list of {title, prompt}",
+    ),
     _Spec(
         "prices",
         "prices",

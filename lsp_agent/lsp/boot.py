@@ -54,6 +54,9 @@ POSITION_ENCODINGS = ("utf-8", "utf-16", "utf-32")
 
 TRACE_VALUES = ("off", "messages", "verbose")
 
+CODE_ACTION_KINDS = ("quickfix", "refactor")
+"""What `server.CODE_ACTION_KINDS` registers, as pygls writes it (tests/test_boot.py checks)."""
+
 
 def serve_stdio() -> int:
     """Serve LSP on stdin/stdout, answering `initialize` as soon as it arrives."""
@@ -154,6 +157,7 @@ def initialize_response(message: Any) -> dict[str, Any] | None:
             "capabilities": {
                 "positionEncoding": encoding,
                 "textDocumentSync": text_document_sync,
+                "codeActionProvider": {"codeActionKinds": list(CODE_ACTION_KINDS)},
                 "executeCommandProvider": {"commands": list(names.COMMANDS)},
                 "workspace": {
                     "workspaceFolders": {"supported": True, "changeNotifications": True},

@@ -46,6 +46,13 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+ENDED = {
+    "cancelled": "the turn was cancelled",
+    "failed": "the turn failed",
+    "max_turns": "the turn stopped at the lspAgent.maxTurns limit",
+}
+"""How a turn that did not complete ends its answer, for clients that show it as a message."""
+
 ANSWER_IN_MESSAGE = 1500
 """Characters of an answer shown in `window/showMessage`; the rest is in the answer document."""
 
@@ -204,9 +211,11 @@ class Turns:
 
     async def _show_answer(self, agent: Agent, result: TurnResult) -> None:
         ls = self.ls
-        text = result.answer.strip() or (result.error or f"the turn ended: {result.status}")
-        if result.error and result.answer.strip():
-            text = f"{text}\n\n({result.status}: {result.error})"
+        text = result.answer.strip()
+        if result.status != "completed":
+            ended = f"lsp-agent: {ENDED.get(result.status, result.status)}"
+            ended += f": {result.error}" if result.error else ""
+            text = f"{text}\n\n({ended})" if text else ended
         document = await asyncio.to_thread(_answer_file, agent, result, text)
         window = ls.client_capabilities.window
         shown = False

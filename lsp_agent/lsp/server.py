@@ -26,6 +26,7 @@ from pygls.uris import to_fs_path
 from lsp_agent import __version__
 from lsp_agent.config import Settings, load_settings
 from lsp_agent.lsp import names, positions
+from lsp_agent.lsp.actions import code_actions, relative
 from lsp_agent.lsp.arguments import ClientOptions, Range, client_options
 from lsp_agent.lsp.commands import Turns
 from lsp_agent.lsp.commands import register as register_commands
@@ -51,6 +52,12 @@ if TYPE_CHECKING:
 AGENT_MODULES = ("lsp_agent.agent.sessions", "lsp_agent.model.openai", "lsp_agent.session.store")
 
 log = logging.getLogger(__name__)
+
+CODE_ACTION_KINDS = (types.CodeActionKind.QuickFix, types.CodeActionKind.Refactor)
+"""The kinds of code action lsp-agent offers."""
+
+SELECTION_CHARS = 4000
+"""How much of the selection a code action's prompt carries (the agent can read the rest)."""
 
 _SETTING = re.compile(r"\blspAgent\.([a-z][A-Za-z]+)\b")
 """A setting named in a message: `lspAgent.model`."""
@@ -408,6 +415,32 @@ def create_server() -> AgentServer:
             await ls.remove_folder(removed.uri)
         for added in params.event.added or []:
             ls.add_folder(added.uri)
+
+    @ls.feature(
+        types.TEXT_DOCUMENT_CODE_ACTION,
+        types.CodeActionOptions(code_action_kinds=list(CODE_ACTION_KINDS)),
+    )
+    def code_action(params: types.CodeActionParams) -> list[types.CodeAction]:
+        """lsp-agent's actions for the cursor, the selection, and each problem reported there."""
+        uri = params.text_document.uri
+        path = _buffer_path(uri)
+        if path is None:
+            return []
+        document = ls.document(uri)
+        start, end = params.range.start, params.range.end
+        selected = (
+            positions.text_range(
+                document.source,
+                (start.line, start.character),
+                (end.line, end.character),
+                ls.position_encoding,
+            )[:SELECTION_CHARS]
+            if document is not None
+            else ""
+        )
+        settings = ls.settings or load_settings(ls.editor_settings)[0]
+        rel = relative(path.resolve(), [folder.root for folder in ls.folders])
+        return code_actions(params, settings.code_actions, rel, selected)
 
     @ls.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(params: types.DidOpenTextDocumentParams) -> None:
