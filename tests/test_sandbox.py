@@ -3,6 +3,7 @@ allowlist, the probe, and the placeholders that guard protected paths that do no
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -74,9 +75,8 @@ def test_the_seatbelt_profile_denies_by_default_and_guards_the_protected_paths()
         assert f'(require-not (subpath "/Users/me/my \\"project\\"/{name}"))' in profile
     for name in PROTECTED_FILES:
         assert f'(require-not (literal "/Users/me/my \\"project\\"/{name}"))' in profile
-    assert '(regex #"^/Users/me/my\\ \\"project\\"/(.*/)?(\\.git|\\.vscode|\\.idea)(/.*)?$")' in (
-        profile
-    )
+    nested = "|".join(re.escape(name) for name in PROTECTED_DIRS)
+    assert f'(regex #"^/Users/me/my\\ \\"project\\"/(.*/)?({nested})(/.*)?$")' in profile
     assert '(allow file-write* (subpath "/private/var/folders/x/T/lsp-agent-tmp-1"))' in profile
     assert profile.count("(") == profile.count(")")
     writes = [line for line in lines if line.startswith("(allow file-write")]
