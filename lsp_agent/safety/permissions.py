@@ -349,9 +349,9 @@ def _inline_scripts(
         if depth >= _MAX_DEPTH:
             parts.append(Part(None, opaque="nested shell strings too deep to check", top=False))
             return
-        parts.append(Part(None, opaque=f"a command run through {name}", top=False))
-        for part in parse_command(script, depth + 1):
-            parts.append(Part(part.text, part.words, part.opaque, part.command, top=False))
+        # Decided like the line's own commands (the wrapper itself is judged on its own:
+        # only `xargs` with a command that prints names or counts is on the list).
+        parts.extend(parse_command(script, depth + 1))
 
 
 def _wrapped_command(words: list[str]) -> list[str]:

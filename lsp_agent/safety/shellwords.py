@@ -274,10 +274,10 @@ class _Lexer:
         return word.raw.isdigit() and self.i < len(self.s) and self.s[self.i] in "<>"
 
     def _add_word(self, command: Command, word: Word, script: Script) -> None:
+        if not command.words and _ASSIGNMENT.match(word.raw):
+            command.assignments.append(word)  # the name part is unquoted: the regex saw it raw
+            return
         if not command.words and not word.quoted:
-            if _ASSIGNMENT.match(word.raw):
-                command.assignments.append(word)
-                return
             if word.raw in _RESERVED_THEN_COMMAND:
                 script.syntax.append(f"shell syntax ({word.raw})")
                 return
