@@ -103,10 +103,12 @@ def folder_concern(
     follow: bool,
     exclude: Sequence[str] = (),
     exclude_dirs: Sequence[str] = (),
+    only: Sequence[str] = (),
 ) -> None:
     """Raise `Ask` when searching `value` recursively would read a secret: a secret-named file
     or folder below it (hidden ones only when `hidden`), or, when `follow`, a symlink out of the
-    workspace or to a secret. `exclude` and `exclude_dirs` are globs of names skipped."""
+    workspace or to a secret. `exclude` and `exclude_dirs` are globs of names skipped; `only`,
+    when given, are the globs of the only file names searched (folders are then skipped)."""
     path_concern(value, places, situation)
     if places.scanner is None:
         raise Ask("it searches folders recursively, which lsp-agent cannot check here")
@@ -115,9 +117,12 @@ def folder_concern(
 
     def visit(path: Path, seen: _Folder) -> bool:
         for name in seen.secrets:
-            if not hidden and name.startswith("."):
+            folder = name in seen.subfolders
+            if only and (folder or not any(_name_matches(name, glob) for glob in only)):
                 continue
-            skip = exclude_dirs if name in seen.subfolders else exclude
+            if not hidden and not only and name.startswith("."):
+                continue
+            skip = exclude_dirs if folder else exclude
             if any(fnmatch.fnmatchcase(name, glob) for glob in skip):
                 continue
             found.append(str((path / name).relative_to(places.root)))
@@ -146,6 +151,11 @@ def folder_concern(
             raise Ask(f"it searches {value} recursively, which holds {found[0]} (secrets)")
         if not complete:
             raise Ask(f"it searches {value} recursively, too large a tree to check for secrets")
+
+
+def _name_matches(name: str, glob: str) -> bool:
+    """Whether a file called `name` matches a search tool's glob (its last component)."""
+    return fnmatch.fnmatchcase(name, glob.rsplit("/", 1)[-1])
 
 
 def whitelisted(value: str, places: Places, situation: Situation) -> bool:
@@ -663,7 +673,7 @@ def _grep(name: str, parsed: Parsed, places: Places, situation: Situation) -> st
 
 _RG = spec(
     "-e=:pattern -f@:pattern -i -s -S -F -x -w -v -c -l -n -N -o -q -b -H -I -p -0 -z -a -U "
-    "-A= -B= -C= -m= -M= -j= -E= -r= -d= -t=:hidden -T= -g=:glob -L:follow -u:hidden -.:hidden "
+    "-A= -B= -C= -m= -M= -j= -E= -r= -d= -t=:type -T= -g=:glob -L:follow -u:hidden -.:hidden "
     "--regexp=:pattern --file@:pattern --ignore-case --case-sensitive --smart-case "
     "--fixed-strings --line-regexp --word-regexp --invert-match --count --count-matches "
     "--files-with-matches --files-without-match --line-number --no-line-number "
@@ -671,7 +681,7 @@ _RG = spec(
     "--heading --pretty --null --null-data --text --multiline --multiline-dotall "
     "--after-context= --before-context= --context= --max-count= --max-columns= "
     "--max-columns-preview --max-depth= --maxdepth= --max-filesize= --threads= --encoding= "
-    "--replace= --sort= --sortr= --type=:hidden --type-not= --glob=:glob --iglob=:glob "
+    "--replace= --sort= --sortr= --type=:type --type-not= --glob=:glob --iglob=:glob "
     "--follow:follow --hidden:hidden --no-hidden --no-ignore:hidden --no-ignore-vcs:hidden "
     "--no-ignore-dot:hidden --no-ignore-global:hidden --no-ignore-parent:hidden "
     "--no-ignore-exclude:hidden --no-ignore-files:hidden --ignore-file@:hidden "
@@ -702,14 +712,19 @@ def _rg(name: str, args: list[str], places: Places, situation: Situation) -> str
         files = files[1:]
     globs = parsed.values("glob")
     exclusions = [glob[1:] for glob in globs if glob.startswith("!")]
-    hidden = "hidden" in parsed.tags or any(not glob.startswith("!") for glob in globs)
+    # A glob or a type given to ripgrep also selects hidden files; one that only selects source
+    # files by their extension reaches no secret.
+    narrow = [glob for glob in globs if not glob.startswith("!")]
+    hidden = "hidden" in parsed.tags
+    hidden = hidden or not all(_source_glob(glob) for glob in narrow)
+    hidden = hidden or not all(kind in _SOURCE_TYPES for kind in parsed.values("type"))
     follow = "follow" in parsed.tags
     for value in files or ["."]:
         path_concern(value, places, situation)
         if listing:
             continue
         searches_hidden = hidden or whitelisted(value, places, situation)
-        if searches_hidden or follow:
+        if searches_hidden or follow or narrow:
             folder_concern(
                 value,
                 places,
@@ -718,8 +733,28 @@ def _rg(name: str, args: list[str], places: Places, situation: Situation) -> str
                 follow=follow,
                 exclude=exclusions,
                 exclude_dirs=exclusions,
+                only=() if searches_hidden else narrow,
             )
     return "read-only search"
+
+
+_SOURCE_EXTENSIONS = frozenset(
+    {"py", "pyi", "js", "jsx", "mjs", "cjs", "ts", "tsx", "go", "rs", "rb", "java", "kt", "c",
+     "h", "cc", "cpp", "hpp", "cs", "swift", "php", "lua", "md", "rst", "html", "css", "scss",
+     "vue", "svelte", "sql", "ex", "exs", "scala", "dart", "zig", "hs", "ml", "txt"}
+)  # fmt: skip
+_SOURCE_TYPES = frozenset(
+    {"py", "js", "ts", "go", "rust", "ruby", "java", "kotlin", "c", "cpp", "cs", "swift", "php",
+     "lua", "md", "markdown", "rst", "html", "css", "vue", "svelte", "sql", "elixir", "scala",
+     "dart", "zig", "haskell", "ocaml"}
+)  # fmt: skip
+_SOURCE_GLOB = re.compile(r"(?:[\w.-]+/)*(?:\*\*/)?\*\.(\w+)")
+
+
+def _source_glob(glob: str) -> bool:
+    """Whether a ripgrep glob selects only source files by extension (`*.py`, `src/**/*.ts`)."""
+    match = _SOURCE_GLOB.fullmatch(glob)
+    return match is not None and match.group(1).lower() in _SOURCE_EXTENSIONS
 
 
 _SED = spec(
