@@ -13,8 +13,8 @@ from lsp_agent.safety.shellwords import Script, parse
 
 # Characters that matter to bash's reading of a line, and some that do not: the ones that stay
 # in the plain subset come often, the others now and then.
-PLAINISH = st.sampled_from(list("ab-=./:~ \t'\"\\$#!%^,@+;|&") + ["é", "x y", "\\\\", "\\'"])
-SPECIAL = st.sampled_from(list("`()<>{}*?[]\n") + ["EOF", "x\\\ny", "${", "$(", "<<", "$x"])
+PLAINISH = st.sampled_from([*"ab-=./:~ \t'\"\\$#!%^,@+;|&", "é", "x y", "\\\\", "\\'"])
+SPECIAL = st.sampled_from([*"`()<>{}*?[]\n", "EOF", "x\\\ny", "${", "$(", "<<", "$x"])
 ALPHABET = st.one_of(PLAINISH, PLAINISH, PLAINISH, PLAINISH, SPECIAL)
 
 
@@ -143,7 +143,8 @@ def test_globs_keep_their_pattern_and_quoted_characters_stay_literal() -> None:
 
 def test_redirections_with_descriptors() -> None:
     (command,) = parse("ls 2>/dev/null >&2 <in 3<>x").commands
-    assert [(r.operator, r.fd, r.target.value if r.target else None) for r in command.redirects] == [
+    found = [(r.operator, r.fd, r.target.value if r.target else None) for r in command.redirects]
+    assert found == [
         (">", "2", "/dev/null"),
         (">&", "", "2"),
         ("<", "", "in"),

@@ -224,7 +224,9 @@ def judge_git(args: list[str], places: Places, situation: Situation) -> str:
 
 
 def _two_level(subcommand: str, args: list[str], places: Places, situation: Situation) -> str:
-    action = args[0] if args else "list"
+    if not args:
+        raise Ask(f"git {subcommand} without an action changes the repository")
+    action = args[0]
     if (
         subcommand == "worktree"
         and action == "list"

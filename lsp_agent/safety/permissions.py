@@ -166,6 +166,8 @@ class Part:
     command: shellwords.Command | None = None
     top: bool = True
     """A command of the line itself (not nested in a substitution or a shell string)."""
+    network_only: bool = False
+    """Text a command only reads (a here-document of `cat`): looked at for network tools."""
 
 
 @dataclass
@@ -352,6 +354,17 @@ def _inline_scripts(
         # Decided like the line's own commands (the wrapper itself is judged on its own:
         # only `xargs` with a command that prints names or counts is on the list).
         parts.extend(parse_command(script, depth + 1))
+    if name in _SHELLS or depth >= _MAX_DEPTH:
+        return
+    # Any here-document may end up in a shell (`cat <<EOF | sh`): a network tool in one is
+    # denied, whatever reads it; nothing else in it counts.
+    for redirect in command.redirects:
+        text = redirect.body
+        if text is None and redirect.operator == "<<<" and redirect.target is not None:
+            text = redirect.target.value
+        if text:
+            for part in parse_command(text, depth + 1):
+                parts.append(Part(None, part.words, part.opaque, part.command, False, True))
 
 
 def _wrapped_command(words: list[str]) -> list[str]:
@@ -375,11 +388,13 @@ def _is_number(word: str) -> bool:
 def _decide_part(
     part: Part, rules: Sequence[Rule], places: Places, situation: Situation
 ) -> tuple[Decision, str]:
+    network = _network(part)
+    if part.network_only:
+        return (DENY, network) if network is not None else (ALLOW, "")
     for rule in rules:
         if rule.matches(part.text if part.opaque is None else None):
             what = part.text or part.opaque or "the command"
             return rule.decision, f"your rule {_rule_text(rule)} matches {what}"
-    network = _network(part)
     if network is not None:
         return DENY, network
     if part.opaque is not None:
@@ -405,7 +420,8 @@ def _network(part: Part) -> str | None:
     name = os.path.basename(part.words[0])
     if name in NETWORK_TOOLS:
         return f"{name} reaches the network, which lsp-agent does not allow"
-    if name in _WRAPPERS or name in _SHELLS or name == "find":
+    asks_where = name in ("command", "type") and part.words[1:2] in (("-v",), ("-V",))
+    if (name in _WRAPPERS or name in _SHELLS or name == "find") and not asks_where:
         for word in part.words[1:]:
             if os.path.basename(word) in NETWORK_TOOLS:
                 return f"{word} reaches the network, which lsp-agent does not allow"
