@@ -87,6 +87,7 @@ def judged(command: str, box: Sandbox) -> Verdict:
         path=run_env()["PATH"],
     )
 
+
 # command → decision with the built-in rules, inside a sandbox.
 TABLE: list[tuple[str, str]] = [
     # read-only commands, alone and chained
