@@ -572,5 +572,138 @@ def test_the_suite_has_at_least_thirty_attacks() -> None:
         test_a_command_past_its_timeout_is_killed_with_its_process_group,
         test_a_background_child_does_not_outlive_its_parent,
         test_a_100_mb_flood_is_capped_spilled_and_memory_stays_bounded,
+        test_a_fork_bomb_stops_at_the_process_limit_and_the_host_keeps_forking,
+        test_a_git_folder_inside_the_workspace_cannot_be_moved_away,
     ]
-    assert len(ATTACKS) + len(extra) >= 30
+    assert len(ATTACKS) + len(extra) >= 50
+
+
+def host_processes() -> int:
+    return sum(1 for entry in os.scandir("/proc") if entry.name.isdigit())
+
+
+@pytest.mark.skipif(
+    exempt() and "NO process limit" in probe().reason,
+    reason="running as root with no pids cgroup: a fork bomb would reach the host's limit",
+)
+async def test_a_fork_bomb_stops_at_the_process_limit_and_the_host_keeps_forking(
+    target: Target,
+) -> None:
+    before = host_processes()
+    peak = before
+    bomb = asyncio.create_task(
+        target.bash("while :; do sleep 1000 & done; :(){ :|:& };:", timeout=6)
+    )
+    while not bomb.done():  # watch the host while the bomb runs (a hang guard, not a timer)
+        peak = max(peak, host_processes())
+        await asyncio.sleep(0.02)
+    result = await bomb
+
+    assert result.text.startswith("timed out after 6 s")  # it ran until the timeout
+    assert peak - before > MAX_PROCESSES // 2, "the bomb never got going"
+    assert peak - before <= MAX_PROCESSES + 16, f"{peak - before} processes at the peak"
+    assert subprocess.run(["true"], check=False).returncode == 0  # the host still forks
+    assert host_processes() <= before + 16  # and everything it started is gone
+
+
+async def test_a_git_folder_inside_the_workspace_cannot_be_moved_away(tmp_path: Path) -> None:
+    # `git init --separate-git-dir meta/repo`: .git is a file naming a folder of the workspace.
+    # Moving that folder's parent would move the read-only mount away with it, and let a
+    # command put a git folder of its own (with a config that runs programs) in its place.
+    root = tmp_path / "project"
+    (root / "meta").mkdir(parents=True)
+    (root / "app.py").write_text("x = 1\n")
+    subprocess.run(
+        ["git", "init", "-q", "--separate-git-dir", str(root / "meta" / "repo"), str(root)],
+        check=True,
+    )
+    assert (root / ".git").is_file()
+    settings = Settings(permissions=[{"tool": "bash", "decision": "allow"}])
+    tools = Toolbox(
+        Workspace(root), Port(), settings=lambda: settings, sandbox=Sandbox(root), spills=Spills()
+    )
+    before = snapshot(root / "meta", root / ".git")
+
+    result = await tools.run(
+        "bash",
+        json.dumps(
+            {
+                "command": "mv meta meta-old; mv meta/repo meta/old; mkdir -p meta/repo && "
+                "echo '[core] fsmonitor = touch /tmp/pwned' > meta/repo/config; "
+                "echo 'gitdir: elsewhere' > .git; echo x >> meta/repo/config"
+            }
+        ),
+    )
+
+    assert result.text.startswith("exit code")  # it ran
+    assert snapshot(root / "meta", root / ".git") == before
+    config = subprocess.run(
+        ["git", "-C", str(root), "config", "--get", "core.fsmonitor"],
+        capture_output=True,
+        check=False,
+    )
+    assert config.stdout == b""
+
+
+UNPRIVILEGED = 65534
+"""The uid (nobody) the suite runs as a second time when it runs as root."""
+SETPRIV = ["setpriv", f"--reuid={UNPRIVILEGED}", f"--regid={UNPRIVILEGED}", "--clear-groups"]
+
+
+def unprivileged_python(env: dict[str, str]) -> tuple[str, dict[str, str]] | None:
+    """An interpreter the unprivileged user can run, with lsp-agent and the test tools
+    importable, and the variables it needs: this one, or (when it lives where that user cannot
+    go, such as root's home) the system's python of the same version with this environment's
+    packages on its path."""
+    site = [p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()]
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    extra = {"PYTHONPATH": os.pathsep.join([str(Path(__file__).parent.parent), *site])}
+    system = [f"/usr/local/bin/{version}", f"/usr/bin/{version}"]
+    candidates = [(PYTHON, {}), *((p, extra) for p in system if os.path.exists(p))]
+    check = (
+        "import subprocess, sys; subprocess.run([sys.executable, '-c', "
+        "'import lsp_agent.safety.sandbox, pytest, pytest_lsp'], check=True)"
+    )
+    for python, variables in candidates:
+        done = subprocess.run(
+            [*SETPRIV, python, "-c", check],
+            env={**env, **variables},
+            capture_output=True,
+            check=False,
+            cwd="/",
+        )
+        if done.returncode == 0:
+            return python, variables
+    return None
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="already unprivileged: this run is the one")
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) is missing")
+def test_the_attack_suite_holds_as_an_unprivileged_user() -> None:
+    # Not under pytest's tmp_path: its parent is private to root.
+    home = Path(tempfile.mkdtemp(prefix="lsp-agent-unprivileged-", dir="/var/tmp"))
+    os.chown(home, UNPRIVILEGED, UNPRIVILEGED)
+    env = {
+        "PATH": os.environ.get("PATH", os.defpath),
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    found = unprivileged_python(env)
+    assert found is not None, f"no python that uid {UNPRIVILEGED} can run imports lsp-agent"
+    python, variables = found
+    pytest = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "not unprivileged"]
+    run = subprocess.run(
+        [*SETPRIV, *pytest, __file__],
+        cwd=Path(__file__).parent.parent,
+        env={**env, **variables},
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    shutil.rmtree(home, ignore_errors=True)
+    summary = run.stdout.strip().splitlines()[-1] if run.stdout.strip() else run.stderr
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert "passed" in summary and "skipped" not in summary, summary
+    assert int(summary.split(" passed")[0].split()[-1]) >= len(ATTACKS) + 6
