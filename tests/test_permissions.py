@@ -521,6 +521,20 @@ def test_a_virtualenv_anywhere_and_git_s_hooks_folder_are_protected_for_edits(
     )
 
 
+async def test_with_the_terminal_s_yes_an_edit_of_a_protected_path_is_still_asked(
+    tmp_path: Path,
+) -> None:
+    port = MemoryPort(answer="Deny")
+    tools = toolbox(tmp_path, port, auto_approve=frozenset({"write_file"}))
+
+    made = await tools.run("write_file", json.dumps({"path": "notes.md", "content": "x\n"}))
+    rc = await tools.run("write_file", json.dumps({"path": ".bashrc", "content": "evil\n"}))
+
+    assert made.ok and (tmp_path / "notes.md").exists()  # --yes: applied without a question
+    ((question, _),) = port.questions
+    assert ".bashrc" in question and not rc.ok and not (tmp_path / ".bashrc").exists()
+
+
 async def test_in_auto_mode_writing_editor_tasks_asks_and_a_denial_writes_nothing(
     tmp_path: Path,
 ) -> None:

@@ -86,6 +86,8 @@ class Gate:
         rules = [permissions.Rule.from_setting(raw) for raw in settings.permissions]
         sandbox = self.sandbox
         session = self.session_rules
+        # The terminal's --yes applies edits unseen: no preview asks the user then either.
+        previewed = previewed and name not in self.auto_approve
 
         def decide_all() -> tuple[bool, list[permissions.Verdict]]:
             # The first call probes the machine with a real sandboxed command.
