@@ -436,6 +436,11 @@ ATTACKS: list[Attack] = [
         "pytest --pyargs os",
         "pytest --cov-report=xml:@C@",
         "pytest; cat *",
+        "pytest -q sub",
+        "python3 -m pytest",
+        "strings @.env",
+        "grep -r --exclude='.env*' --include='.env' KEY src sub",
+        "rg -g '!.env*' -g '.env.local' KEY sub",
         "ruff check --fix .",
         "ruff check --unsafe-fixes --fix .",
         "ruff check --fix-only .",
@@ -695,6 +700,7 @@ def attack_workspace(base: Path) -> AttackWorkspace:
     (root / "wl" / ".ignore").write_text("!.env.wl\n")
     (root / "wl" / ".env.wl").write_text(f"KEY={MARKERS['whitelisted']}\n")
     (root / "pyproject.toml").write_text("[tool.ruff]\nfix = true\n")
+    (root / "sub" / "pytest.ini").write_text("[pytest]\naddopts = -q --basetemp=src\n")
     for name in ("-exec", "-delete", "--output=canary-glob", "--pre=sh"):
         (root / name).write_text("")
     (root / "nested").mkdir()

@@ -349,7 +349,7 @@ SPECS: dict[str, Spec] = {
         "--null-data --no-messages --invert-match --max-count= --byte-offset --line-number "
         "--line-buffered --with-filename --no-filename --label= --only-matching --quiet "
         "--silent --binary-files= --text --directories= --devices= --recursive:recursive "
-        "--dereference-recursive:recursive_follow --include= --exclude=:exclude "
+        "--dereference-recursive:recursive_follow --include=:include --exclude=:exclude "
         "--exclude-from@ --exclude-dir=:exclude_dir --files-without-match "
         "--files-with-matches --count --initial-tab --null --before-context= "
         "--after-context= --context= --group-separator= --no-group-separator --color=? "
@@ -527,6 +527,8 @@ _TEXT_ONLY = frozenset(
 _MAX_FILES = {"uniq": 1, "xxd": 1, "hostname": 0, "pwd": 0, "whoami": 0, "nproc": 0}
 # Programs that only tell what they know about files (names, sizes, counts): allowed as the
 # command `xargs` runs with names it reads from its input.
+_RESPONSE_FILES = frozenset({"strings"})
+"""Programs that read more arguments from `@FILE` (binutils)."""
 METADATA_ONLY = frozenset({"wc", "ls", "stat", "du", "file", "basename", "dirname", "echo"})
 VERSION_ONLY = frozenset(
     {"python", "python3", "node", "git", "rg", "ruff", "pytest", "cargo", "rustc", "go", "gcc",
@@ -565,6 +567,8 @@ def judge(words: list[str], places: Places, situation: Situation) -> str:
         return "read-only command"
     if name in ("grep", "egrep", "fgrep"):
         return _grep(name, parsed, places, situation)
+    if name in _RESPONSE_FILES and any(value.startswith("@") for value in files):
+        raise Ask(f"{name} reads more arguments from a file named after @")
     limit = _MAX_FILES.get(name)
     if limit is not None and len(files) > limit:
         raise Ask(f"{name} with {len(files)} file names writes the last one")
@@ -653,6 +657,9 @@ def _grep(name: str, parsed: Parsed, places: Places, situation: Situation) -> st
         if option.name in ("-d", "--directories") and value == "recurse":
             recursive = {"recursive"}
     if recursive:
+        # With --include as well, the last glob that matches a name decides: an exclusion is
+        # trusted only when nothing can include the name again.
+        excluded = [] if parsed.values("include") else parsed.values("exclude")
         for value in files or ["."]:
             folder_concern(
                 value,
@@ -660,7 +667,7 @@ def _grep(name: str, parsed: Parsed, places: Places, situation: Situation) -> st
                 situation,
                 hidden=True,
                 follow="recursive_follow" in recursive,
-                exclude=parsed.values("exclude"),
+                exclude=excluded,
                 exclude_dirs=parsed.values("exclude_dir"),
             )
         return "read-only search"
@@ -711,7 +718,10 @@ def _rg(name: str, args: list[str], places: Places, situation: Situation) -> str
             raise Ask("rg without a pattern")
         files = files[1:]
     globs = parsed.values("glob")
+    # A later glob wins over an earlier one: exclusions are trusted only with no inclusion.
     exclusions = [glob[1:] for glob in globs if glob.startswith("!")]
+    if any(not glob.startswith("!") for glob in globs):
+        exclusions = []
     # A glob or a type given to ripgrep also selects hidden files; one that only selects source
     # files by their extension reaches no secret.
     narrow = [glob for glob in globs if not glob.startswith("!")]
@@ -985,8 +995,44 @@ def _pytest(name: str, args: list[str], places: Places, situation: Situation) ->
         if value.startswith("@"):
             raise Ask(f"pytest {value} reads more arguments from a file")
         path_concern(value.split("::", 1)[0], places, situation)
+    _pytest_config_options(places)
     situation.wrote = True
     return "runs the project's tests"
+
+
+_PYTEST_CONFIGS = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+_ADDOPTS = re.compile(r"^[ \t]*addopts[ \t]*=[ \t]*(.*(?:\n[ \t]+.*)*)", re.MULTILINE)
+
+
+def _pytest_config_options(places: Places) -> None:
+    """Raise `Ask` when a pytest configuration that may apply adds options (`addopts`) that
+    are not run unasked on the command line (`--basetemp`, `--junitxml`, `-p plugin` …)."""
+    if places.scanner is None:
+        raise Ask("pytest may take options from the project's configuration, unchecked here")
+    configs = [folder / name for folder in places.root.parents for name in _PYTEST_CONFIGS]
+
+    def visit(path: Path, seen: _Folder) -> bool:
+        configs.extend(path / name for name in _PYTEST_CONFIGS)
+        return False
+
+    if not places.scanner.walk(places.root, visit):
+        raise Ask("pytest may take options from the project's configuration, too many to check")
+    for config in configs:
+        try:
+            text = config.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for match in _ADDOPTS.finditer(text):
+            value = match.group(1)
+            quoted = re.findall(r'"((?:[^"\\]|\\.)*)"|\'([^\']*)\'', value)
+            words = [word for pair in quoted for word in pair if word] if quoted else []
+            words = words or value.split()
+            try:
+                parsed = opt.parse("pytest", _PYTEST, words)
+            except Refusal as refusal:
+                raise Ask(f"{config.name} adds options to pytest: {refusal}") from None
+            if any(not p.startswith("no:") for p in parsed.values("plugin")):
+                raise Ask(f"{config.name} makes pytest load a plugin lsp-agent cannot see")
 
 
 def _python(name: str, args: list[str], places: Places, situation: Situation) -> str:
