@@ -115,7 +115,7 @@ def folder_concern(
     scanner = places.scanner
     found: list[str] = []
 
-    def visit(path: Path, seen: _Folder) -> bool:
+    def visit(where: str, seen: _Folder) -> bool:
         for name in seen.secrets:
             folder = name in seen.subfolders
             if only and (folder or not any(_name_matches(name, glob) for glob in only)):
@@ -125,9 +125,10 @@ def folder_concern(
             skip = exclude_dirs if folder else exclude
             if any(fnmatch.fnmatchcase(name, glob) for glob in skip):
                 continue
-            found.append(str((path / name).relative_to(places.root)))
+            found.append(os.path.relpath(os.path.join(where, name), places.root))
             return True
-        if follow:
+        if follow and seen.symlinks:
+            path = Path(where)
             for name in seen.symlinks:
                 shown = f"{(path / name).relative_to(places.root)} (a symlink)"
                 try:
@@ -176,9 +177,9 @@ def whitelisted(value: str, places: Places, situation: Situation) -> bool:
         return True
     hit = False
 
-    def visit(path: Path, seen: _Folder) -> bool:
+    def visit(path: str, seen: _Folder) -> bool:
         nonlocal hit
-        hit = any(whitelists(path / name) for name in seen.ignore_files)
+        hit = any(whitelists(Path(path, name)) for name in seen.ignore_files)
         return hit
 
     for cwd in situation.cwds:
@@ -1011,8 +1012,8 @@ def _pytest_config_options(places: Places) -> None:
         raise Ask("pytest may take options from the project's configuration, unchecked here")
     configs = [folder / name for folder in places.root.parents for name in _PYTEST_CONFIGS]
 
-    def visit(path: Path, seen: _Folder) -> bool:
-        configs.extend(path / name for name in _PYTEST_CONFIGS)
+    def visit(path: str, seen: _Folder) -> bool:
+        configs.extend(Path(path, name) for name in seen.configs if name in _PYTEST_CONFIGS)
         return False
 
     if not places.scanner.walk(places.root, visit):
@@ -1066,6 +1067,7 @@ _RUFF_FORMAT = spec(
     clusters=False,
     refused_why="reads another configuration or writes files",
 )
+_RUFF_CONFIGS = ("pyproject.toml", "ruff.toml", ".ruff.toml")
 _RUFF_FIX = re.compile(r"^\s*(fix|unsafe-fixes|extend)\s*=", re.MULTILINE)
 
 
@@ -1095,8 +1097,8 @@ def _ruff_config_fixes(places: Places) -> None:
     if places.scanner is None:
         raise Ask("ruff check may fix files as its configuration says: add --no-fix")
 
-    def visit(path: Path, seen: _Folder) -> bool:
-        configs.extend(path / name for name in ("pyproject.toml", "ruff.toml", ".ruff.toml"))
+    def visit(path: str, seen: _Folder) -> bool:
+        configs.extend(Path(path, name) for name in seen.configs if name in _RUFF_CONFIGS)
         return False
 
     if not places.scanner.walk(places.root, visit):

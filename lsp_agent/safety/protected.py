@@ -66,6 +66,14 @@ SECRET_NAMES = frozenset(
 
 IGNORE_FILES = frozenset({".gitignore", ".ignore", ".rgignore"})
 """Files whose `!` lines can make ripgrep search hidden files."""
+CONFIG_FILES = frozenset(
+    {"pyproject.toml", "ruff.toml", ".ruff.toml", "pytest.ini", ".pytest.ini", "tox.ini",
+     "setup.cfg"}
+)  # fmt: skip
+"""Configuration files that change what a read-only tool does (ruff's fix, pytest's addopts)."""
+SKIPPED_FOLDERS = frozenset({"node_modules"})
+"""Folders the search for nested repositories and virtualenvs does not enter (package managers
+strip `.git` from what they install there; editors do not look there either)."""
 
 MAX_FOLDERS = 200_000
 """Folders a workspace walk visits at most; past it the walk says it is incomplete."""
@@ -134,6 +142,8 @@ class _Folder:
     venv: bool
     ignore_files: tuple[str, ...]
     symlinks: tuple[str, ...]
+    configs: tuple[str, ...]
+    """Names of `CONFIG_FILES` it holds."""
 
 
 @dataclass
@@ -152,14 +162,14 @@ class Scanner:
     def __init__(self, root: Path) -> None:
         self.root = root
         """The workspace."""
-        self._folders: dict[Path, _Folder] = {}
-        """Each folder seen, with what it held at its recorded mtime."""
+        self._folders: dict[str, _Folder] = {}
+        """Each folder seen (by path), with what it held at its recorded mtime."""
         self._lock = threading.Lock()
 
-    def folder(self, path: Path) -> _Folder | None:
+    def folder(self, path: str) -> _Folder | None:
         """The cached view of one folder (None when it is not a readable real folder)."""
         try:
-            info = path.lstat()
+            info = os.lstat(path)
         except OSError:
             return None
         if not stat.S_ISDIR(info.st_mode):
@@ -174,13 +184,19 @@ class Scanner:
                 self._folders[path] = seen
         return seen
 
-    def walk(self, top: Path, visit: Callable[[Path, _Folder], bool]) -> bool:
-        """Call `visit` on every folder under `top` (itself included), never through a
-        symlink, never into `.git` or a virtualenv below `top`, until `visit` returns True.
+    def walk(
+        self,
+        top: Path,
+        visit: Callable[[str, _Folder], bool],
+        skip: frozenset[str] = frozenset(),
+    ) -> bool:
+        """Call `visit` on every folder under `top` (itself included; paths as strings), never
+        through a symlink, never into `.git`, a virtualenv below `top` or a folder named in
+        `skip`, until `visit` returns True.
 
         Returns False when the walk stopped at `MAX_FOLDERS` without seeing everything.
         """
-        stack = [top]
+        stack = [str(top)]
         visited = 0
         while stack:
             path = stack.pop()
@@ -192,24 +208,29 @@ class Scanner:
                 return False
             if visit(path, seen):
                 return True
-            if seen.venv and path != top:
+            if seen.venv and visited > 1:
                 continue
-            stack.extend(path / name for name in seen.subfolders if name != ".git")
+            stack.extend(
+                os.path.join(path, name)
+                for name in seen.subfolders
+                if name != ".git" and name not in skip
+            )
         return True
 
     def find(self) -> WalkResult:
         """Nested repositories and virtualenvs of the workspace."""
         result = WalkResult()
+        top = str(self.root)
 
-        def visit(path: Path, seen: _Folder) -> bool:
-            if path != self.root:
+        def visit(path: str, seen: _Folder) -> bool:
+            if path != top:
                 if seen.git is not None:
-                    result.repositories.append(path)
+                    result.repositories.append(Path(path))
                 if seen.venv:
-                    result.venvs.append(path)
+                    result.venvs.append(Path(path))
             return False
 
-        result.complete = self.walk(self.root, visit)
+        result.complete = self.walk(self.root, visit, SKIPPED_FOLDERS)
         return result
 
 
@@ -236,11 +257,12 @@ def guards(root: Path, scanner: Scanner) -> list[Guard]:
     return sorted(unique.values(), key=lambda guard: (len(guard.path.parts), str(guard.path)))
 
 
-def _read_folder(path: Path, mtime: int) -> _Folder | None:
+def _read_folder(path: str, mtime: int) -> _Folder | None:
     subfolders: list[str] = []
     secrets: list[str] = []
     ignore_files: list[str] = []
     symlinks: list[str] = []
+    configs: list[str] = []
     git: str | None = None
     venv = False
     try:
@@ -264,6 +286,8 @@ def _read_folder(path: Path, mtime: int) -> _Folder | None:
                     venv = True
                 if name in IGNORE_FILES and not is_dir:
                     ignore_files.append(name)
+                if name in CONFIG_FILES and not is_dir:
+                    configs.append(name)
     except OSError:
         return None
     return _Folder(
@@ -274,6 +298,7 @@ def _read_folder(path: Path, mtime: int) -> _Folder | None:
         venv,
         tuple(sorted(ignore_files)),
         tuple(sorted(symlinks)),
+        tuple(sorted(configs)),
     )
 
 
