@@ -164,7 +164,26 @@ class Scanner:
         """The workspace."""
         self._folders: dict[str, _Folder] = {}
         """Each folder seen (by path), with what it held at its recorded mtime."""
+        self._gitlinks: tuple[object, list[Path]] | None = None
+        """The submodule folders, with the state of the index they were read from."""
         self._lock = threading.Lock()
+
+    def gitlinks(self) -> list[Path]:
+        """`gitlinks(root)`, read again only when the index or `.gitmodules` changed."""
+        found = git_dir(self.root)
+        key: list[object] = [found]
+        if found is not None:
+            for path in (found[1] / "index", found[0] / ".gitmodules"):
+                with contextlib.suppress(OSError):
+                    info = path.stat()
+                    key.append((info.st_mtime_ns, info.st_size, info.st_ino))
+        with self._lock:
+            if self._gitlinks is not None and self._gitlinks[0] == key:
+                return self._gitlinks[1]
+        links = gitlinks(self.root)
+        with self._lock:
+            self._gitlinks = (key, links)
+        return links
 
     def folder(self, path: str) -> _Folder | None:
         """The cached view of one folder (None when it is not a readable real folder)."""
@@ -248,7 +267,7 @@ def guards(root: Path, scanner: Scanner) -> list[Guard]:
             if target is not None and target != root and target.is_relative_to(root):
                 found.append(Guard(target, True, must_exist=True))
     found += [Guard(venv, True, must_exist=True) for venv in walked.venvs]
-    found += [Guard(link / ".git", True) for link in gitlinks(root)]
+    found += [Guard(link / ".git", True) for link in scanner.gitlinks()]
     for path in git_config_paths(root):
         found.append(Guard(path, not path.is_file()))
     unique: dict[Path, Guard] = {}
