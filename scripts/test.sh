@@ -5,10 +5,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# System tools the tests drive for real: bubblewrap (the sandbox) and Neovim (the plugin).
+# System tools the tests drive for real: bubblewrap (the sandbox), Neovim (the plugin), and
+# setpriv (util-linux), with which the sandbox attack suite runs again as an unprivileged user.
 missing=()
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 command -v nvim >/dev/null 2>&1 || missing+=(neovim)
+command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
 if [ ${#missing[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
