@@ -5,6 +5,7 @@ process limit and the seccomp filter."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import shutil
@@ -441,3 +442,22 @@ def test_the_probe_says_which_process_limit_holds() -> None:
     assert "processes" in reason
     if os.getuid() == 0 and cgroup_parent() is None:
         assert "NO process limit" in reason
+
+
+@needs_bwrap
+async def test_a_command_cancelled_as_it_starts_leaves_no_placeholder_behind(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "project"
+    root.mkdir()
+    box = Sandbox(root)
+    for _ in range(3):
+        running = asyncio.create_task(
+            run_command("sleep 100", sandbox=box, spills=Spills(tmp_path), limit=1000, timeout=60)
+        )
+        while not (root / ".bashrc").exists() and not running.done():
+            await asyncio.sleep(0)  # until the sandbox is being prepared
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        assert sorted(p.name for p in root.iterdir()) == []

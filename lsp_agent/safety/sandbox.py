@@ -264,9 +264,18 @@ class Sandbox:
         """`command()` with its preparation and clean-up (a walk of the workspace, placeholders,
         a cgroup) in a worker thread, off the event loop."""
         stack = contextlib.ExitStack()
-        launch = await asyncio.to_thread(
-            lambda: stack.enter_context(self.command(argv, spill_dir=spill_dir))
+        preparing = asyncio.ensure_future(
+            asyncio.to_thread(lambda: stack.enter_context(self.command(argv, spill_dir=spill_dir)))
         )
+        try:
+            launch = await asyncio.shield(preparing)
+        except asyncio.CancelledError:
+            # Cancelled while the thread prepares: let it finish, then undo what it made
+            # (placeholders, a cgroup), or they would stay.
+            with contextlib.suppress(Exception):
+                await preparing
+                await asyncio.to_thread(stack.close)
+            raise
         try:
             yield launch
         finally:
