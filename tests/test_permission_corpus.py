@@ -78,3 +78,24 @@ def test_an_attack_is_asked_or_denied(index: int, attacked: AttackWorkspace) -> 
 def test_a_harmless_command_is_not_asked(command: str, harmless_root: Path) -> None:
     verdict = judged(command, harmless_root, harmless_root.parent / "home")
     assert verdict.decision == ALLOW, verdict.reason
+
+
+def test_every_long_option_the_installed_gnu_tools_document_is_known() -> None:
+    # An abbreviation is resolved against the spec: a documented option missing from it could
+    # be what `--x` means to the program while the spec resolves it to something else.
+    import re
+    import shutil
+    import subprocess
+
+    from lsp_agent.safety.allowlist import _SED, _XARGS, SPECS
+
+    specs = {**SPECS, "sed": _SED, "xargs": _XARGS}
+    checked = 0
+    for name, spec in sorted(specs.items()):
+        if not spec.abbreviations or shutil.which(name) is None:
+            continue
+        shown = subprocess.run([name, "--help"], capture_output=True, text=True, check=False)
+        documented = set(re.findall(r"(?<![\w-])(--[a-z0-9][a-z0-9-]*)", shown.stdout))
+        assert documented <= set(spec.options), (name, sorted(documented - set(spec.options)))
+        checked += 1
+    assert checked >= 30

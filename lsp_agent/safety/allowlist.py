@@ -457,8 +457,8 @@ SPECS: dict[str, Spec] = {
         "--tree-parent= -V -h " + _COMMON
     ),
     "md5sum": spec(
-        "-b -t -z -c! --binary --text --tag --zero --check! --ignore-missing! --quiet! "
-        "--status! --strict! --warn! " + _COMMON,
+        "-b -t -z -l= -c! --binary --text --tag --zero --length= --check! --ignore-missing! "
+        "--quiet! --status! --strict! --warn! " + _COMMON,
         refused_why="reads file names from a file, which lsp-agent cannot check",
     ),
     "file": spec(
@@ -487,7 +487,7 @@ SPECS: dict[str, Spec] = {
     "whoami": spec(_COMMON),
     "hostname": spec(
         "-a -A -d -f -i -I -s -y --alias --all-fqdns --domain --fqdn --long --ip-address "
-        "--all-ip-addresses --short --yp --nis -h -V " + _COMMON
+        "--all-ip-addresses --short --yp --nis -h -V -b! --boot! -F! --file! " + _COMMON
     ),
     "sleep": spec(_COMMON, permute=False),
     "xxd": spec(
