@@ -645,6 +645,7 @@ def project_files(root: Path) -> None:
     (root / "src").mkdir(parents=True)
     (root / "tests").mkdir()
     (root / "app.py").write_text("import os\n\n\ndef main():  # TODO: greet\n    return 1\n")
+    (root / "hello.py").write_text("print('hi')\n")
     (root / "src" / "util.py").write_text("def helper():\n    return 2  # TODO\n")
     (root / "tests" / "test_app.py").write_text("def test_one():\n    assert 1\n")
     (root / "notes.txt").write_text("banana\napple\napple\ncherry\n")

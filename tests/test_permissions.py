@@ -36,29 +36,14 @@ from lsp_agent.tools.belt import Toolbox
 from lsp_agent.tools.gate import shown
 from lsp_agent.tools.shell import run_env
 from lsp_agent.tools.workspace import Workspace
+from tests.permission_corpus import harmless_workspace
 
 HOME = Path("/home/user")
 
 
-def make_project(root: Path) -> Path:
-    """A small git project with a secret beside its code, as users have them."""
-    (root / "src").mkdir(parents=True)
-    (root / "hello.py").write_text("print('hi')\n")
-    (root / "a.py").write_text("x = 1\n")
-    (root / "src" / "app.py").write_text("def main():\n    pass\n")
-    (root / "README.md").write_text("# project\n")
-    (root / ".gitignore").write_text(".env\n")
-    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@example.com"]
-    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
-    subprocess.run([*git, "add", "."], check=True)
-    subprocess.run([*git, "commit", "-qm", "start"], check=True)
-    (root / ".env").write_text("API_KEY=secret\n")
-    return root
-
-
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    yield make_project(tmp_path_factory.mktemp("permissions") / "project")
+    yield harmless_workspace(tmp_path_factory.mktemp("permissions") / "project")
 
 
 @pytest.fixture(scope="module")
@@ -451,7 +436,7 @@ async def test_the_question_carries_the_whole_command_however_long(tmp_path: Pat
 
 async def test_the_decision_does_not_hold_the_event_loop(tmp_path: Path) -> None:
     # The longest command the judge reads, made of parts that each look at the disk.
-    make_project(tmp_path / "project")
+    harmless_workspace(tmp_path / "project")
     port = MemoryPort(answer="Deny")
     tools = toolbox(tmp_path / "project", port)
     command = " && ".join(f"cat src/app.py hello.py a{i}.py" for i in range(215)) + " && rm x"
@@ -509,7 +494,7 @@ def test_unpreviewed_edits_of_protected_paths_are_asked_and_previewed_ones_are_n
 def test_a_virtualenv_anywhere_and_git_s_hooks_folder_are_protected_for_edits(
     tmp_path: Path,
 ) -> None:
-    root = make_project(tmp_path / "project")
+    root = harmless_workspace(tmp_path / "project")
     (root / "tools" / "env").mkdir(parents=True)
     (root / "tools" / "env" / "pyvenv.cfg").write_text("home = /usr/bin\n")
     subprocess.run(["git", "-C", str(root), "config", "core.hooksPath", ".husky/_"], check=True)

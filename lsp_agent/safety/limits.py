@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import itertools
 import os
 import signal
+import uuid
 from pathlib import Path
 
 MAX_PROCESSES = 512
 """Processes (threads included) one command may have at a time."""
-
-_counter = itertools.count(1)
 
 
 def limit_prefix(shell: str) -> list[str]:
@@ -50,7 +48,7 @@ class PidsCgroup:
         parent = cgroup_parent()
         if parent is None:
             return None
-        path = parent / f"lsp-agent-{os.getpid()}-{next(_counter)}"
+        path = parent / f"lsp-agent-{os.getpid()}-{uuid.uuid4().hex[:12]}"
         try:
             path.mkdir()
             (path / "pids.max").write_text(f"{MAX_PROCESSES}\n")
