@@ -534,3 +534,25 @@ async def test_in_auto_mode_writing_editor_tasks_asks_and_a_denial_writes_nothin
     ((question, _),) = port.questions  # asked, although --yes would answer edits
     assert ".vscode" in question
     assert not result.ok and not (tmp_path / ".vscode").exists()
+
+
+def test_git_content_is_asked_only_when_a_secret_is_in_the_repository(tmp_path: Path) -> None:
+    root = harmless_workspace(tmp_path / "project")
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    (root / ".env.example").write_text("API_KEY=\n")
+    subprocess.run([*git, "add", "-f", ".env.example"], check=True)
+    subprocess.run([*git, "commit", "-qm", "template"], check=True)
+    box = Sandbox(root, Availability("bwrap", "test"))
+    assert judged("git log -p", box).decision == ALLOW  # a committed template is no secret
+
+    (root / "deploy").mkdir()
+    (root / "deploy" / ".env.prod").write_text("API_KEY=secret\n")
+    subprocess.run([*git, "add", "-f", "deploy/.env.prod"], check=True)
+    subprocess.run([*git, "commit", "-qm", "oops"], check=True)
+    subprocess.run([*git, "rm", "-q", "deploy/.env.prod"], check=True)
+    subprocess.run([*git, "commit", "-qm", "remove it"], check=True)
+
+    for command in ("git log -p", "git show HEAD~1", "git diff HEAD~2", "git log -S secret"):
+        verdict = judged(command, box)
+        assert verdict.decision == ASK and "history holds a secret" in verdict.reason, command
+    assert judged("git log --oneline", box).decision == ALLOW  # no content: no question

@@ -293,12 +293,16 @@ def _history_clean(places: Places) -> None:
 
 
 _SECRET_FOLDERS = frozenset({".docker", ".aws", ".ssh", ".gnupg", ".kube"})
+_TEMPLATES = (".env.example", ".env.sample", ".env.template", ".env.dist", ".env.defaults")
 SECRET_PATHSPECS = (
     ":(glob,icase)**/.env*",
     *(
         f":(glob,icase)**/{name}" + ("/**" if name in _SECRET_FOLDERS else "")
         for name in sorted(SECRET_NAMES - {".git"})
     ),
+    # Templates committed on purpose (`.env.example`) are what everyone with the repository
+    # reads: a secret found only there does not make every git diff a question.
+    *(f":(exclude,glob,icase)**/{name}" for name in _TEMPLATES),
 )
 """git pathspecs matching every secret name at any depth."""
 
@@ -312,8 +316,9 @@ class RepositoryFacts:
         """The workspace."""
         self.env = env
         """The environment git runs with (the sandbox's allowlist: no keys)."""
-        self._answers: dict[tuple[object, ...], bool] = {}
-        """Answers by the state of the repository's index, refs and reflogs."""
+        self._answers: dict[tuple[object, ...], bool | None] = {}
+        """Answers by the state of the repository's index, refs and reflogs (None: git did
+        not answer in time, which is not asked again until the state changes)."""
         self._lock = threading.Lock()
 
     def secrets(self) -> bool | None:
@@ -328,9 +333,8 @@ class RepositoryFacts:
             if key in self._answers:
                 return self._answers[key]
         answer = self._ask_git(top)
-        if answer is not None:
-            with self._lock:
-                self._answers[key] = answer
+        with self._lock:
+            self._answers[key] = answer
         return answer
 
     def _ask_git(self, top: Path) -> bool | None:
