@@ -97,10 +97,8 @@ _WRAPPERS = frozenset(
         "script",
     }
 )
-_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "fish"})
-
-# Read-only commands allowed with any arguments (paths are still checked).
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "fish", "busybox"})
+"""Shells: their `-c` string and the here-documents they read are commands too."""
 _OUTPUTS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
 _HARMLESS_OUTPUTS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr"})
 _MAX_DEPTH = 4
