@@ -162,9 +162,24 @@ class Target:
 
 @pytest.fixture
 def target(monkeypatch: pytest.MonkeyPatch) -> Iterator[Target]:
+    made: list[Path] = []
+    request_cleanup = made.append
     base = Path(tempfile.mkdtemp(prefix="lsp-agent-attack-", dir="/var/tmp"))
+    request_cleanup(base)
     home_dir = Path(tempfile.mkdtemp(prefix="lsp-agent-attack-", dir=Path.home()))
+    request_cleanup(home_dir)
     host_tmp = Path(tempfile.mkdtemp(prefix="lsp-agent-attack-"))
+    request_cleanup(host_tmp)
+    try:
+        yield from _target(base, home_dir, host_tmp, monkeypatch)
+    finally:
+        for path in made:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _target(
+    base: Path, home_dir: Path, host_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Target]:
     root = base / "project"
     root.mkdir()
     (root / "app.py").write_text("print('hi')\n")
@@ -204,8 +219,6 @@ def target(monkeypatch: pytest.MonkeyPatch) -> Iterator[Target]:
     finally:
         listener.close()
         spills.sweep()
-        for path in (base, home_dir, host_tmp):
-            shutil.rmtree(path, ignore_errors=True)
 
 
 LATER = (".venv", "tools/env", "conda", ".husky", "shared.gitconfig", "nested/.git", ".gitmodules")

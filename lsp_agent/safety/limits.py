@@ -48,6 +48,7 @@ class PidsCgroup:
         parent = cgroup_parent()
         if parent is None:
             return None
+        _sweep(parent)
         path = parent / f"lsp-agent-{os.getpid()}-{uuid.uuid4().hex[:12]}"
         try:
             path.mkdir()
@@ -64,13 +65,17 @@ class PidsCgroup:
         return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(self.path / "cgroup.procs"),
                 *argv]  # fmt: skip
 
-    def remove(self) -> None:
-        """Kill what is left in the cgroup, then remove it."""
-        for _ in range(3):
-            with contextlib.suppress(OSError):
-                self.path.rmdir()
-                return
-            self._kill_all()
+    def remove(self) -> bool:
+        """Kill what is left in the cgroup and remove it; False when processes killed a moment
+        ago are still on their way out (then try again later)."""
+        with contextlib.suppress(OSError):
+            self.path.rmdir()
+            return True
+        self._kill_all()
+        with contextlib.suppress(OSError):
+            self.path.rmdir()
+            return True
+        return not self.path.exists()
 
     def _kill_all(self) -> None:
         kill = self.path / "cgroup.kill"
@@ -107,6 +112,24 @@ def cgroup_parent() -> Path | None:
             with contextlib.suppress(OSError):
                 probe.rmdir()
     return None
+
+
+def _sweep(parent: Path) -> None:
+    """Remove the cgroups that servers gone since left behind (their last command's)."""
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(parent):
+            parts = entry.name.split("-")
+            if len(parts) != 4 or parts[:2] != ["lsp", "agent"] or not parts[2].isdigit():
+                continue
+            try:
+                os.kill(int(parts[2]), 0)
+                continue  # its server lives: it removes its own
+            except ProcessLookupError:
+                pass
+            except OSError:
+                continue
+            with contextlib.suppress(OSError):
+                os.rmdir(entry.path)
 
 
 def _candidates() -> list[Path]:

@@ -249,6 +249,8 @@ class Sandbox:
         """Commands of this process inside the sandbox right now."""
         self._placeholders: list[Path] = []
         """Empty folders made as mount points, removed (deepest first) when no command runs."""
+        self._stale_cgroups: list[limits.PidsCgroup] = []
+        """Cgroups of ended commands whose last processes were still exiting: removed later."""
         self._lock = threading.Lock()
         """Guards the two above: commands are prepared in worker threads."""
 
@@ -323,9 +325,11 @@ class Sandbox:
                     (fd,) if fd is not None else (),
                 )
         finally:
-            if cgroup is not None:
-                cgroup.remove()
             with self._lock:
+                stale, self._stale_cgroups = self._stale_cgroups, []
+            left = [old for old in [*stale, cgroup] if old is not None and not old.remove()]
+            with self._lock:
+                self._stale_cgroups.extend(left)
                 self._running -= 1
                 if self._running == 0:
                     self._remove_placeholders()
