@@ -5,12 +5,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# System tools the tests drive for real: bubblewrap (the sandbox), Neovim (the plugin), and tmux
-# (the terminal the Neovim typing tests type into).
+# System tools the tests drive for real: bubblewrap (the sandbox), Neovim (the plugin), tmux (the
+# terminal the Neovim typing tests type into), and setpriv (util-linux), with which the sandbox
+# attack suite runs again as an unprivileged user.
 missing=()
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 command -v nvim >/dev/null 2>&1 || missing+=(neovim)
 command -v tmux >/dev/null 2>&1 || missing+=(tmux)
+command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
 if [ ${#missing[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"

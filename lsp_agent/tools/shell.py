@@ -69,7 +69,8 @@ async def run_command(
     timeout = min(max(timeout, 0.1), MAX_TIMEOUT_S)
     stream = spills.stream(limit, "bash")
     started = time.monotonic()
-    with sandbox.command([shell(), "-c", command], spill_dir=spills.directory()) as launch:
+    spill_dir = await asyncio.to_thread(spills.directory)
+    async with sandbox.running([shell(), "-c", command], spill_dir=spill_dir) as launch:
         spawning = asyncio.ensure_future(
             asyncio.create_subprocess_exec(
                 *launch.argv,
@@ -78,7 +79,7 @@ async def run_command(
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.STDOUT,
                 cwd=sandbox.root,
-                env={**_env(), **launch.env},
+                env={**run_env(), **launch.env},
                 start_new_session=True,  # its own process group, killed as a whole
             )
         )
@@ -154,7 +155,7 @@ async def _settle(pumping: asyncio.Future[None], process: asyncio.subprocess.Pro
         await process.wait()
 
 
-def _env() -> dict[str, str]:
+def run_env() -> dict[str, str]:
     """The command's environment; `rg` reachable even when only lsp-agent's environment has it
     (the `ripgrep` package installs it beside the interpreter, maybe not on PATH)."""
     env = command_env()
