@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from lsp_agent import git as runner
 from lsp_agent.changes import git as tracker_git
 from lsp_agent.changes.note import ADDED, MODIFIED, FileChangeEntry, render_file_changes
 from lsp_agent.changes.tracker import ChangeTracker
@@ -277,7 +278,7 @@ async def test_a_cancelled_git_leaves_no_process_and_no_task_behind(
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
 
     for ticks in range(12):
-        task = asyncio.create_task(tracker_git.run(tmp_path, "status"))
+        task = asyncio.create_task(runner.run(tmp_path, "status"))
         for _ in range(ticks):
             await asyncio.sleep(0)
         if ticks == 11:  # surely running and reading by now

@@ -22,6 +22,7 @@ from lsp_agent.changes import git
 from lsp_agent.changes.compare import State
 from lsp_agent.changes.content import Files
 from lsp_agent.changes.watch import Events, IgnoreRules, excluded_parts, under_any
+from lsp_agent.git import run as run_git
 
 MAX_LOOKUPS = 10_000
 """Past this many paths to look at, one full `git status` is cheaper."""
@@ -122,7 +123,7 @@ class GitStates:
         limit = [] if paths is None else ["--", *sorted(self.prefix + rel for rel in paths)]
         # Preloading the index checks every entry with threads: for a few paths, slower.
         preload = f"core.preloadIndex={'true' if paths is None else 'false'}"
-        done = await git.run(top, "-c", preload, *git.STATUS_ARGS, *limit, extra_config=filters)
+        done = await run_git(top, "-c", preload, *git.STATUS_ARGS, *limit, extra_config=filters)
         if done.code != 0:
             self._log_once("status", f"lsp-agent: git status failed in {self.root}")
             return {}
@@ -148,7 +149,7 @@ class GitStates:
         if present:
             found.update(await asyncio.to_thread(self._walk, present))
         if gone:
-            done = await git.run(
+            done = await run_git(
                 self.repository.top, "ls-files", "-z", "--", *(self.prefix + d for d in gone)
             )
             for raw in done.out.split(b"\0"):

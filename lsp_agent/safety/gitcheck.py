@@ -17,11 +17,10 @@ once per state of the repository's refs.
 from __future__ import annotations
 
 import os
-import subprocess
 import threading
-from collections.abc import Callable
 from pathlib import Path
 
+from lsp_agent.git import run_sync
 from lsp_agent.safety import options as opt
 from lsp_agent.safety.allowlist import Ask, Places, Situation, path_concern
 from lsp_agent.safety.options import Parsed, Spec, spec
@@ -311,11 +310,9 @@ class RepositoryFacts:
     """Whether the workspace's repository holds a secret-named file, in its index or anywhere
     in its history (every ref and reflog), asked of git once per state of the repository."""
 
-    def __init__(self, root: Path, env: Callable[[], dict[str, str]]) -> None:
+    def __init__(self, root: Path) -> None:
         self.root = root
         """The workspace."""
-        self.env = env
-        """The environment git runs with (the sandbox's allowlist: no keys)."""
         self._answers: dict[tuple[object, ...], bool | None] = {}
         """Answers by the state of the repository's index, refs and reflogs (None: git did
         not answer in time, which is not asked again until the state changes)."""
@@ -338,32 +335,23 @@ class RepositoryFacts:
         return answer
 
     def _ask_git(self, top: Path) -> bool | None:
-        # The repository's own config is protected from commands; still, nothing it could
-        # name runs here: no fsmonitor, no hooks, no signatures, and only plumbing.
-        base = [
-            "git", "-C", str(top), "--no-pager", "--no-optional-locks",
-            "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
-            "-c", "log.showSignature=false", "-c", "core.untrackedCache=false",
-        ]  # fmt: skip
+        # Through the server's one git runner: nothing the repository's config names runs.
         queries = [
             ["ls-files", "-z", "--", *SECRET_PATHSPECS],
             ["rev-list", "--all", "--reflog", "-n", "1", "--", *SECRET_PATHSPECS],
         ]
         for query in queries:
-            try:
-                done = subprocess.run(
-                    [*base, *query],
-                    capture_output=True,
-                    timeout=FACTS_TIMEOUT_S,
-                    env=self.env(),
-                    stdin=subprocess.DEVNULL,
-                    check=False,
-                )
-            except (OSError, subprocess.SubprocessError):
+            done = run_sync(
+                top,
+                "-c",
+                "log.showSignature=false",
+                *query,
+                timeout=FACTS_TIMEOUT_S,
+                pathspec_magic=True,
+            )
+            if done is None or done.code != 0:
                 return None
-            if done.returncode != 0:
-                return None
-            if done.stdout.strip():
+            if done.out.strip():
                 return True
         return False
 

@@ -243,7 +243,7 @@ class Sandbox:
         self._availability = availability
         self.scanner = Scanner(self.root)
         """The workspace's folders as last seen (nested repositories, virtualenvs, secrets)."""
-        self.repository = RepositoryFacts(self.root, command_env)
+        self.repository = RepositoryFacts(self.root)
         """Whether the workspace's git history holds a secret (asked once per state)."""
         self._running = 0
         """Commands of this process inside the sandbox right now."""
