@@ -25,7 +25,7 @@ from lsp_agent.config import Settings
 from lsp_agent.context.layers import ContextEvent, before_call, end_of_turn
 from lsp_agent.context.reminder import reminder_message
 from lsp_agent.context.view import build_request
-from lsp_agent.messages import Reply, ToolCall, Usage
+from lsp_agent.messages import Reply, ToolCall, Usage, estimate_tokens
 from lsp_agent.model import TOOL_MODELS, Provider, ProviderError
 from lsp_agent.port import EditorPort
 from lsp_agent.tools.belt import TurnState
@@ -130,7 +130,9 @@ class Turn:
         status, error = COMPLETED, None
         try:
             self._announce()
-            session.append({"role": "user", "content": self._user_text()})
+            message = {"role": "user", "content": self._user_text()}
+            self._check_fits(message)
+            session.append(message)
             for _ in range(self.agent.settings.max_turns):
                 await self.step()
             await self._decide(end_of_turn)
@@ -276,6 +278,22 @@ class Turn:
         for event in events:
             self.session.transcript.append(event.record())
             self.emit("compaction", **event.notification())
+
+    def _check_fits(self, message: dict[str, Any]) -> None:
+        """Refuse a prompt (with its selection) too large for the model's window before it is
+        stored: once stored, every later request of the session would carry it."""
+        settings = self.agent.settings
+        room = int(settings.context_window * settings.compact_at)
+        used = self.session.meter.context_tokens
+        needed = estimate_tokens(json.dumps(message))
+        if used + needed > room:
+            raise TurnEnded(
+                FAILED,
+                f"the question is about {needed} tokens (with the selection) and the model's "
+                f"window leaves room for {max(room - used, 0)} (lspAgent.contextWindow = "
+                f"{settings.context_window}): ask about less text, or select a smaller part. "
+                "Nothing was stored: the session goes on as it was.",
+            )
 
     def _announce(self) -> None:
         """The turn's first event: what it answers, and whether it continues a conversation."""
