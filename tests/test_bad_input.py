@@ -20,7 +20,8 @@ async def test_a_lone_surrogate_in_a_prompt_or_a_buffer_does_not_poison_the_sess
     workspace: Path, model: ScriptedModel, tmp_path: Path
 ) -> None:
     port = MemoryPort()
-    port.open(workspace / "hello.py", 'def greet():\n    return "\ud83d half an emoji"\n', version=3)
+    broken = 'def greet():\n    return "\ud83d half an emoji"\n'
+    port.open(workspace / "hello.py", broken, version=3)
     model.add(tool_call("read_file", {"path": "hello.py"}), reply("It greets."))
     agent = make_agent(workspace, model, port, tmp_path / "state")
 
