@@ -87,7 +87,8 @@ def test_every_long_option_the_installed_gnu_tools_document_is_known() -> None:
     import shutil
     import subprocess
 
-    from lsp_agent.safety.allowlist import _SED, _XARGS, SPECS
+    from lsp_agent.safety.allowlist import _XARGS, SPECS
+    from lsp_agent.safety.readers import _SED
 
     specs = {**SPECS, "sed": _SED, "xargs": _XARGS}
     checked = 0

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from lsp_agent.git import run_sync
 from lsp_agent.safety import options as opt
-from lsp_agent.safety.allowlist import Ask, Places, Situation, path_concern
 from lsp_agent.safety.options import Parsed, Spec, spec
+from lsp_agent.safety.paths import Ask, Places, Situation, path_concern
 from lsp_agent.safety.protected import SECRET_NAMES, common_dir, git_dir
 
 FACTS_TIMEOUT_S = 5.0

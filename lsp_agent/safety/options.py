@@ -184,3 +184,7 @@ def resolve(program: str, spec: Spec, name: str) -> Option:
             names = ", ".join(sorted(option.name for option in matches))
             raise Refusal(f"{program} {name} is an ambiguous abbreviation ({names})")
     raise Refusal(f"{program} {name} is not an option lsp-agent knows to be read-only")
+
+
+COMMON = "--help --version"
+"""Options every program on the list takes (and that only print)."""

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from lsp_agent.safety import allowlist, shellwords
-from lsp_agent.safety.allowlist import Ask, Places, Situation
+from lsp_agent.safety import allowlist, paths, shellwords
+from lsp_agent.safety.paths import Ask, Places, Situation
 from lsp_agent.safety.protected import Scanner, edit_protection
 
 Decision = Literal["allow", "ask", "deny"]
@@ -444,7 +444,7 @@ def _judge(command: shellwords.Command, places: Places, situation: Situation) ->
             )
         if index == 0:
             raise Ask(f"its program name {word.value} is a glob")
-        words.extend(allowlist.expand(word.pattern, word.value, situation))
+        words.extend(paths.expand(word.pattern, word.value, situation))
     return allowlist.judge(words, places, situation)
 
 
@@ -462,12 +462,12 @@ def _redirect(redirect: shellwords.Redirect, places: Places, situation: Situatio
         if value in _HARMLESS_OUTPUTS:
             return
         try:
-            allowlist.path_concern(value, places, situation, verb="writes")
+            paths.path_concern(value, places, situation, verb="writes")
         except Ask as outside:
             raise Ask(f"{outside}; it writes there") from None
         raise Ask(f"it writes to {value} (changes made by bash skip the editor's preview)")
     if redirect.operator == "<":
-        allowlist.path_concern(value, places, situation)
+        paths.path_concern(value, places, situation)
         return
     raise Ask(f"it uses the redirection {redirect.operator} {value}")
 

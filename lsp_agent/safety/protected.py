@@ -131,7 +131,7 @@ class Guard:
 
 
 @dataclass
-class _Folder:
+class ScannedFolder:
     """What one folder holds that the walls care about (cached on its mtime)."""
 
     mtime: int
@@ -162,7 +162,7 @@ class Scanner:
     def __init__(self, root: Path) -> None:
         self.root = root
         """The workspace."""
-        self._folders: dict[str, _Folder] = {}
+        self._folders: dict[str, ScannedFolder] = {}
         """Each folder seen (by path), with what it held at its recorded mtime."""
         self._gitlinks: tuple[object, list[Path]] | None = None
         """The submodule folders, with the state of the index they were read from."""
@@ -185,7 +185,7 @@ class Scanner:
             self._gitlinks = (key, links)
         return links
 
-    def folder(self, path: str) -> _Folder | None:
+    def folder(self, path: str) -> ScannedFolder | None:
         """The cached view of one folder (None when it is not a readable real folder)."""
         try:
             info = os.lstat(path)
@@ -206,7 +206,7 @@ class Scanner:
     def walk(
         self,
         top: Path,
-        visit: Callable[[str, _Folder], bool],
+        visit: Callable[[str, ScannedFolder], bool],
         skip: frozenset[str] = frozenset(),
     ) -> bool:
         """Call `visit` on every folder under `top` (itself included; paths as strings), never
@@ -241,7 +241,7 @@ class Scanner:
         result = WalkResult()
         top = str(self.root)
 
-        def visit(path: str, seen: _Folder) -> bool:
+        def visit(path: str, seen: ScannedFolder) -> bool:
             if path != top:
                 if seen.git is not None:
                     result.repositories.append(Path(path))
@@ -276,7 +276,7 @@ def guards(root: Path, scanner: Scanner) -> list[Guard]:
     return sorted(unique.values(), key=lambda guard: (len(guard.path.parts), str(guard.path)))
 
 
-def _read_folder(path: str, mtime: int) -> _Folder | None:
+def _read_folder(path: str, mtime: int) -> ScannedFolder | None:
     subfolders: list[str] = []
     secrets: list[str] = []
     ignore_files: list[str] = []
@@ -309,7 +309,7 @@ def _read_folder(path: str, mtime: int) -> _Folder | None:
                     configs.append(name)
     except OSError:
         return None
-    return _Folder(
+    return ScannedFolder(
         mtime,
         tuple(sorted(subfolders)),
         tuple(sorted(secrets)),
