@@ -16,7 +16,7 @@ from pathlib import Path
 
 from lsp_agent.safety import options as opt
 from lsp_agent.safety.options import Parsed, Refusal, Spec
-from lsp_agent.safety.protected import Scanner, ScannedFolder, git_dir, secret_part, whitelists
+from lsp_agent.safety.protected import ScannedFolder, Scanner, git_dir, secret_part, whitelists
 
 HARMLESS_FILES = frozenset({"/dev/null", "/dev/stdin", "/dev/stdout", "/dev/stderr"})
 
