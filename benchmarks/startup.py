@@ -37,7 +37,7 @@ COMMANDS = {
         sys.executable,
         "-c",
         "import sys; from lsp_agent.lsp.connection import serve, end_process; "
-        "from lsp_agent.lsp.server import create_server; "
+        "from lsp_agent.lsp.app import create_server; "
         "end_process(serve(create_server(), sys.stdin.buffer, sys.stdout.buffer))",
     ],
 }

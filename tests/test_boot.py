@@ -29,12 +29,12 @@ from pytest_lsp import client_capabilities
 from pytest_lsp.client import make_test_lsp_client
 
 from lsp_agent.lsp import boot, names
-from lsp_agent.lsp.server import create_server
+from lsp_agent.lsp.app import create_server
 from tests.editor import server_env
 
 PLAIN = (
     "import sys; from lsp_agent.lsp.connection import serve, end_process; "
-    "from lsp_agent.lsp.server import create_server; "
+    "from lsp_agent.lsp.app import create_server; "
     "end_process(serve(create_server(), sys.stdin.buffer, sys.stdout.buffer))"
 )
 FAST = (

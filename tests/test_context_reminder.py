@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lsp_agent.changes.git import current_branch
-from lsp_agent.changes.note import SessionChanges
+from lsp_agent.changes.session import SessionChanges
 from lsp_agent.changes.tracker import ChangeTracker
 from lsp_agent.context.reminder import reminder_message, render
 from lsp_agent.tools.todo import TodoItem

@@ -415,7 +415,7 @@ class Agent:
         )
 
     def _changes(self, session_id: str) -> FileChangeSource:
-        from lsp_agent.changes.note import SessionChanges
+        from lsp_agent.changes.session import SessionChanges
 
         return SessionChanges(self.tracker, session_id)
 

@@ -1,4 +1,4 @@
-"""The `<file_changes>` note: its entries, how it is written, and one session's view of it.
+"""The `<file_changes>` note: its entries, and how it is written for the model.
 
 File content in the note (the diffs) is outside text: it is wrapped as untrusted, like every
 other text the model reads from the workspace.
@@ -8,12 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from lsp_agent.safety.untrusted import mark_untrusted
-
-if TYPE_CHECKING:
-    from lsp_agent.changes.tracker import ChangeTracker
 
 MODIFIED = "modified"
 ADDED = "added"
@@ -30,9 +26,6 @@ AGENT = "agent"
 FORMATTER = "formatter"
 """Entry sources."""
 
-READY_WAIT_S = 2.0
-"""At the end of a turn, how long a snapshot waits for a tracker still starting (the answer is
-sent; only the turn's end waits). Past it, the next turn's note says what was not seen."""
 
 _LINES = (BRANCH, UNSEEN)
 """Statuses whose entry is a sentence about the whole tree, not a file."""
@@ -112,35 +105,3 @@ def _entry_line(entry: FileChangeEntry) -> str:
     if entry.status == RENAMED and entry.old_path:
         return f"- {entry.old_path} → {entry.path}: renamed {who}"
     return f"- {entry.path}: {entry.status} {who}"
-
-
-class SessionChanges:
-    """One session's `<file_changes>`: the tracker seen through the session's own snapshot.
-
-    The first call takes the snapshot instead of reporting: what changed before the session's
-    first request is in what the model reads anyway. Nothing here waits for a tracker that is
-    still starting: the note then says what it could not see.
-    """
-
-    def __init__(self, tracker: ChangeTracker, key: str) -> None:
-        self.tracker = tracker
-        """The workspace's tracker."""
-        self.key = key
-        """The session id: the snapshot and the files seen are kept per session."""
-        self._taken = False
-        """Whether the session's first snapshot was taken."""
-
-    async def snapshot(self) -> None:
-        """The agent's turn ended: later changes are someone else's."""
-        await self.tracker.wait_ready(READY_WAIT_S)
-        await self.tracker.snapshot(self.key, wait=False)
-        self._taken = True
-
-    async def changes(self) -> str:
-        """The rendered note ("" when nothing to report)."""
-        if not self._taken:
-            await self.tracker.snapshot(self.key, wait=False, first=True)
-            self._taken = True
-            return ""
-        entries = await self.tracker.changes_since_snapshot(self.key, wait=False)
-        return render_file_changes(entries)

@@ -46,7 +46,6 @@ from lsp_agent.changes.note import (
     UNSEEN,
     USER,
     FileChangeEntry,
-    SessionChanges,
     render_file_changes,
 )
 from lsp_agent.changes.states import FileStates, GitStates
@@ -74,7 +73,6 @@ __all__ = [
     "USER",
     "ChangeTracker",
     "FileChangeEntry",
-    "SessionChanges",
     "render_file_changes",
 ]
 

@@ -39,7 +39,7 @@ from lsp_agent.lsp.framing import MAX_BODY_BYTES
 
 log = logging.getLogger(__name__)
 
-SERVER_MODULE = "lsp_agent.lsp.server"
+SERVER_MODULE = "lsp_agent.lsp.app"
 
 # pygls' stdio reader accepts exactly this header line (`pygls.io_.run_async`); a message framed
 # any other way goes to pygls untouched, so it is handled as pygls always handled it.
@@ -74,8 +74,8 @@ def serve_stdio() -> int:
         stdout.flush()
         writer = io.BufferedWriter(DropResponse(stdout, response))
     importer.join()
+    from lsp_agent.lsp.app import create_server  # re-raises here if the thread's import failed
     from lsp_agent.lsp.connection import serve
-    from lsp_agent.lsp.server import create_server  # re-raises here if the thread's import failed
 
     return serve(create_server(), stdin, writer, head=consumed)
 

@@ -23,7 +23,7 @@ from pygls.uris import to_fs_path
 from lsp_agent import __version__
 from lsp_agent.config import load_settings
 from lsp_agent.errors import ToolError, UserError
-from lsp_agent.lsp import names
+from lsp_agent.lsp import names, positions
 from lsp_agent.lsp.arguments import (
     ArgumentError,
     AskArguments,
@@ -38,6 +38,7 @@ from lsp_agent.tools.stats import EditStats, combined
 if TYPE_CHECKING:
     from lsp_agent.agent.conversation import Selection, Session, TurnResult
     from lsp_agent.agent.sessions import Agent
+    from lsp_agent.lsp.arguments import Range
     from lsp_agent.lsp.folders import Folder
     from lsp_agent.lsp.server import AgentServer
     from lsp_agent.safety.sandbox import Availability
@@ -59,6 +60,7 @@ ANSWER_IN_MESSAGE = 1500
 
 def register(ls: AgentServer) -> None:
     """Register every `lspAgent.*` command on the server."""
+    turns = Turns(ls)
 
     @ls.command(names.ASK)
     async def ask(*arguments: Any) -> dict[str, Any]:
@@ -66,7 +68,7 @@ def register(ls: AgentServer) -> None:
         args = _checked(lambda: ask_arguments(names.ASK, arguments))
         agent, session = await _start_turn(ls, args)
         token = work_done_token.get()
-        result = await ls.turns.follow(agent, session, args.prompt, token)
+        result = await turns.follow(agent, session, args.prompt, token)
         return result.to_json()
 
     @ls.command(names.START)
@@ -76,7 +78,7 @@ def register(ls: AgentServer) -> None:
         args = _checked(lambda: ask_arguments(names.START, arguments))
         agent, session = await _start_turn(ls, args)
         token = work_done_token.get()
-        ls.run_task(ls.turns.follow(agent, session, args.prompt, token), "a turn")
+        ls.run_task(turns.follow(agent, session, args.prompt, token), "a turn")
         return {"session": session.id}
 
     @ls.command(names.CANCEL)
@@ -276,7 +278,6 @@ async def _agent(ls: AgentServer, folder: Folder) -> Agent:
 
 async def _selection(ls: AgentServer, agent: Agent, args: AskArguments) -> Selection:
     from lsp_agent.agent.conversation import Selection
-    from lsp_agent.lsp.server import selection_of
 
     assert args.uri is not None
     try:
@@ -344,3 +345,14 @@ async def _user_errors_async(awaitable: Awaitable[T]) -> T:
         return await awaitable
     except UserError as error:
         raise JsonRpcInvalidRequest(message=str(error)) from None
+
+
+def selection_of(text: str, range_: Range, encoding: str, path: Path) -> Selection:
+    """The selected text and its 1-based lines, from a range in the negotiated encoding."""
+    from lsp_agent.agent.conversation import Selection
+
+    start, end = range_.start, range_.end
+    selected = positions.text_range(
+        text, (start.line, start.character), (end.line, end.character), encoding
+    )
+    return Selection(path, start.line + 1, end.line + 1, selected)

@@ -27,9 +27,7 @@ from lsp_agent import __version__
 from lsp_agent.config import Settings, load_settings
 from lsp_agent.lsp import names, positions
 from lsp_agent.lsp.actions import code_actions, relative
-from lsp_agent.lsp.arguments import ClientOptions, Range, client_options
-from lsp_agent.lsp.commands import Turns
-from lsp_agent.lsp.commands import register as register_commands
+from lsp_agent.lsp.arguments import ClientOptions, client_options
 from lsp_agent.lsp.connection import EXIT_GRACE_S, ParseError, Writer
 from lsp_agent.lsp.folders import Folder, Folders
 from lsp_agent.lsp.framing import Garbage
@@ -42,7 +40,6 @@ from lsp_agent.lsp.protocol import (
 )
 
 if TYPE_CHECKING:
-    from lsp_agent.agent.conversation import Selection
     from lsp_agent.agent.sessions import Agent
     from lsp_agent.changes.tracker import ChangeTracker
 
@@ -79,8 +76,6 @@ class AgentServer(LanguageServer):
         """The editor's workspace folders, each with its agent and change tracker."""
         self.folders_ready = asyncio.Event()
         """Set once the folders of `initialize` are known (after `initialized`)."""
-        self.turns = Turns(self)
-        """Follows running turns: progress, and the answer for clients without a plugin."""
         self.settings: Settings | None = None
         """The settings in effect, once the editor's have been read."""
         self.editor_settings: dict[str, Any] = {}
@@ -364,21 +359,8 @@ def _buffer_path(uri: str) -> Path | None:
     return Path(fs_path) if fs_path else None
 
 
-def selection_of(text: str, range_: Range, encoding: str, path: Path) -> Selection:
-    """The selected text and its 1-based lines, from a range in the negotiated encoding."""
-    from lsp_agent.agent.conversation import Selection
-
-    start, end = range_.start, range_.end
-    selected = positions.text_range(
-        text, (start.line, start.character), (end.line, end.character), encoding
-    )
-    return Selection(path, start.line + 1, end.line + 1, selected)
-
-
-def create_server() -> AgentServer:
-    """A server with its commands and document features registered."""
-    ls = AgentServer()
-    register_commands(ls)
+def register_features(ls: AgentServer) -> None:
+    """The lifecycle, document and workspace features: thin handlers over the server's state."""
 
     @ls.feature(types.INITIALIZE)
     def initialize(params: types.InitializeParams) -> None:
@@ -491,8 +473,6 @@ def create_server() -> AgentServer:
             await asyncio.wait_for(ls.close(), EXIT_GRACE_S)
         except asyncio.TimeoutError:
             log.warning("lsp-agent: shutdown took longer than %.1f s; answering", EXIT_GRACE_S)
-
-    return ls
 
 
 async def _warm_up() -> None:

@@ -104,8 +104,8 @@ def _serve_tcp(host: str, port: int) -> int:
     """Listen on `host:port` and serve the first editor that connects."""
     import socket
 
+    from lsp_agent.lsp.app import create_server
     from lsp_agent.lsp.connection import serve
-    from lsp_agent.lsp.server import create_server
 
     server = create_server()
     try:
