@@ -12,7 +12,7 @@ from lsp_agent.changes.git import current_branch
 from lsp_agent.changes.session import SessionChanges
 from lsp_agent.changes.tracker import ChangeTracker
 from lsp_agent.context.reminder import reminder_message, render
-from lsp_agent.tools.todo import TodoItem
+from lsp_agent.tools.todo import TodoItem, render_plan
 
 NOON = datetime(2026, 3, 1, 12, 0, 59, tzinfo=timezone.utc)
 
@@ -46,7 +46,7 @@ async def test_a_plan_shows_in_todos() -> None:
         TodoItem("Run the tests", "pending"),
     ]
 
-    text = render(Path("/w"), "main", NOON, todos=plan)
+    text = render(Path("/w"), "main", NOON, plan=render_plan(plan))
 
     assert text.endswith(
         "</context>\n<todos>\n"

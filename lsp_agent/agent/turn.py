@@ -31,6 +31,7 @@ from lsp_agent.port import EditorPort
 from lsp_agent.tools.belt import TurnState
 from lsp_agent.tools.results import EditCounts, Landed, ToolResult
 from lsp_agent.tools.textcalls import looks_like_tool_call, text_tool_call
+from lsp_agent.tools.todo import render_plan
 from lsp_agent.tools.workspace import Workspace
 
 
@@ -203,7 +204,7 @@ class Turn:
         session.notes.clear()  # told once
         reminder = await reminder_message(
             agent.workspace.root,
-            todos=session.plan.items,
+            plan=render_plan(session.plan.items),
             file_changes=await session.changes.changes(),
             notes=notes,
         )

@@ -27,8 +27,8 @@ from lsp_agent.changes.note import (
     USER,
     FileChangeEntry,
 )
+from lsp_agent.safety.protected import off_limits
 from lsp_agent.text import unified_diff
-from lsp_agent.tools.workspace import protected_component
 
 DIFF_MAX_LINES = 40
 """An entry carries its diff when at most this many lines were added or removed."""
@@ -246,9 +246,10 @@ def _unsaved(
 
 
 def private(rel: str) -> bool:
-    """Whether `rel` is a path whose content never goes to the model (`.env*`, `.git`, `.venv`):
+    """Whether `rel` is a path whose content never goes to the model (`.env*`, `.git`, `.venv`,
+    credential files):
     it is listed, without its diff."""
-    return any(protected_component(part) for part in rel.split("/"))
+    return any(off_limits(part) for part in rel.split("/"))
 
 
 def _source(

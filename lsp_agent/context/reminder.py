@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Protocol
 
 from lsp_agent.changes.git import current_branch
-from lsp_agent.tools.todo import TodoItem, render_plan
 
 
 class FileChangeSource(Protocol):
@@ -37,12 +36,13 @@ def render(
     branch: str | None,
     now: datetime | None = None,
     *,
-    todos: Sequence[TodoItem] = (),
+    plan: str = "",
     file_changes: str = "",
     notes: Sequence[str] = (),
 ) -> str:
     """The reminder text. Minute resolution: finer would only churn the tail of the request.
 
+    `plan` is the model's plan (the `todo` tool's list) already rendered, "" when it has none;
     `file_changes` is the `<file_changes>` block already rendered ("" when nothing to report);
     `notes` are lines for `<context>` (e.g. that AGENTS.md changed).
     """
@@ -55,8 +55,8 @@ def render(
         *notes,
         "</context>",
     ]
-    if todos:
-        lines += ["<todos>", render_plan(todos), "</todos>"]
+    if plan.strip():
+        lines += ["<todos>", plan.strip(), "</todos>"]
     if file_changes.strip():
         lines.append(file_changes.strip())
     return "\n".join(lines)
@@ -65,12 +65,12 @@ def render(
 async def reminder_message(
     root: Path,
     *,
-    todos: Sequence[TodoItem] = (),
+    plan: str = "",
     file_changes: str = "",
     notes: Sequence[str] = (),
     now: datetime | None = None,
 ) -> dict[str, str]:
     """The user message that ends every request (see `render` for the arguments)."""
     branch = await current_branch(root)
-    text = render(root, branch, now, todos=todos, file_changes=file_changes, notes=notes)
+    text = render(root, branch, now, plan=plan, file_changes=file_changes, notes=notes)
     return {"role": "user", "content": text}

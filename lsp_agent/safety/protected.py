@@ -85,6 +85,18 @@ def is_secret_name(name: str) -> bool:
     return folded.startswith(".env") or folded in SECRET_NAMES
 
 
+def off_limits(part: str) -> str | None:
+    """The protected name a path component falls under for the file tools — `.git`, `.venv`,
+    `.env` (any `.env*`) or another credential file's name — or None (case-insensitive: on
+    macOS and Windows `.GIT` is the same directory as `.git`)."""
+    folded = part.casefold()
+    if folded in (".git", ".venv"):
+        return folded
+    if folded.startswith(".env"):
+        return ".env"
+    return folded if folded in SECRET_NAMES else None
+
+
 def secret_part(parts: Iterable[str]) -> str | None:
     """The first component of a path that names a secret, or None."""
     for part in parts:
