@@ -1,4 +1,4 @@
-"""Process start → `initialize` answered, for `lsp-agent serve` over stdio (DESIGN §8: ≤ 0.5 s).
+"""Process start → `initialize` answered, for `lsp-agent serve` over stdio (target ≤ 0.5 s).
 
 Also prints start → first command answered (`lspAgent.status` right after `initialized`): the
 fast `initialize` of `lsp_agent/lsp/boot.py` must not just move the wait to the first command.

@@ -1,4 +1,4 @@
-"""Settings and where each one came from (DESIGN §4).
+"""Settings and where each one came from (docs/protocol.md, Settings).
 
 Sources, strongest first: the editor (`initializationOptions` and the `lspAgent` section of
 `workspace/configuration`), environment variables, `~/.agents/env`, defaults. A bad value never
@@ -35,7 +35,7 @@ ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 """Used instead of `DEFAULT_BASE_URL` when the provider is `anthropic` and no URL is set."""
 
 DECISIONS = ("allow", "ask", "deny")
-"""The decisions a permission rule may take (DESIGN §6)."""
+"""The decisions a permission rule may take (README, Safety)."""
 
 DEFAULT_CODE_ACTIONS: tuple[dict[str, str], ...] = (
     {
@@ -55,7 +55,7 @@ NO_MODEL = (
 
 @dataclass(frozen=True)
 class Settings:
-    """Every setting of DESIGN §4, validated, and the source each value came from."""
+    """Every setting of docs/protocol.md, validated, and the source each value came from."""
 
     base_url: str = DEFAULT_BASE_URL
     """The model endpoint, without a trailing slash."""

@@ -42,7 +42,7 @@ class TurnResult:
     error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The `lspAgent.ask` result shape of DESIGN §3."""
+        """The `lspAgent.ask` result shape (docs/protocol.md, Commands)."""
         result: dict[str, Any] = {
             "session": self.session,
             "status": self.status,

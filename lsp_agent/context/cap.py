@@ -1,4 +1,4 @@
-"""Cap on arrival (DESIGN §7 layer 1): a long tool result keeps its head and tail inline.
+"""Cap on arrival (the first context layer): a long tool result keeps its head and tail inline.
 
 The whole text goes to a spill file, and the inline note says where it is, how much was cut, and
 how to page it. Spill files live in a private folder outside the workspace (nothing for git, the

@@ -58,7 +58,7 @@ class ContextEvent:
     point: Point
 
     def notification(self) -> dict[str, Any]:
-        """The fields of the `lspAgent/event` of kind `compaction` (DESIGN §3)."""
+        """The fields of the `lspAgent/event` of kind `compaction` (docs/protocol.md, Events)."""
         return {"strategy": self.strategy, "before": self.before, "after": self.after}
 
     def record(self) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Checking the argument object of each `lspAgent.*` command (DESIGN §3).
+"""Checking the argument object of each `lspAgent.*` command (docs/protocol.md, Commands).
 
 Unknown keys are ignored; a wrong type or a missing key is an `ArgumentError` whose message names
 the key, which the server sends back as a JSON-RPC "invalid params" error.

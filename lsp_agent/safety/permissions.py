@@ -1,4 +1,4 @@
-"""Allow, ask or deny, decided in code (DESIGN §6.1): the wall no text can argue with.
+"""Allow, ask or deny, decided in code (README, Safety: wall 1): the wall no text can argue with.
 
 Rules `{tool, match?, decision}` come from the settings first (first match wins), then the
 built-in defaults. A command is read by `shellwords` and never matched as a substring: every
@@ -43,7 +43,7 @@ ANSWER_ALLOW = "Allow"
 ANSWER_SESSION = "Allow for this session"
 ANSWER_DENY = "Deny"
 ANSWERS = (ANSWER_ALLOW, ANSWER_SESSION, ANSWER_DENY)
-"""The actions of a permission question, in this order (DESIGN §3)."""
+"""The actions of a permission question, in this order (docs/protocol.md, Questions)."""
 
 NETWORK_TOOLS = frozenset(
     {
