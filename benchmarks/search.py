@@ -1,4 +1,4 @@
-"""Benchmark: the `search` tool versus ripgrep run directly (targets: ≤ 1.3×, then ≤ 1.1× on 100 000 files).
+"""Benchmark: the `search` tool versus ripgrep run directly (target: ≤ 1.1×).
 
 Builds a repository of a few thousand Python-like files in a temporary folder (or searches the
 folder given as the first argument), then times, for a rare and a common pattern, the median

@@ -1,4 +1,4 @@
-"""Token accounting: the last measured prompt plus an estimate of what changed since (ARCHITECTURE.md, context/).
+"""Token accounting: the last measured prompt plus an estimate of what changed since.
 
 The provider's `usage.prompt_tokens` is the only exact figure we ever get, and only for a request
 already sent. A `TokenMeter` keeps that figure together with the size in bytes of the messages it

@@ -1,4 +1,4 @@
-"""The kernel wall (README, Safety: wall 2): every command runs in bubblewrap (Linux) or seatbelt (macOS).
+"""The kernel wall: every command runs in bubblewrap (Linux) or seatbelt (macOS).
 
 Inside, the whole filesystem is read-only; the workspace is writable except the paths that run
 code later (`safety.protected`: `.git`, rc files, editor folders, virtualenvs, nested
