@@ -4,8 +4,8 @@ Editors wait for `initialize` (our target: answered within 0.5 s of the process 
 importing lsprotocol (every LSP type is an attrs class) alone takes 0.35–0.5 s on a 2-core
 machine; pygls cannot start without it. So this module, which needs only the standard library,
 starts importing the server in a thread, reads the editor's first message itself and, when it is
-an `initialize` it can answer exactly as pygls would, answers at once. Then it hands the connection to pygls
-unchanged:
+an `initialize` it can answer exactly as pygls would, answers at once. Then it hands the
+connection to pygls unchanged:
 
 - pygls reads the same bytes: the first message is replayed ahead of the rest of stdin, so pygls
   processes `initialize` too (workspace, client capabilities, our INITIALIZE feature);
