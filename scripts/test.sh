@@ -6,13 +6,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # System tools the tests drive for real: bubblewrap (the sandbox), Neovim (the plugin), tmux (the
-# terminal the Neovim typing tests type into), and setpriv (util-linux), with which the sandbox
-# attack suite runs again as an unprivileged user.
+# terminal the Neovim typing tests type into), setpriv (util-linux), with which the sandbox
+# attack suite runs again as an unprivileged user, and luacheck (the plugin's Lua linter).
 missing=()
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 command -v nvim >/dev/null 2>&1 || missing+=(neovim)
 command -v tmux >/dev/null 2>&1 || missing+=(tmux)
 command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
+command -v luacheck >/dev/null 2>&1 || missing+=(lua-check)
 if [ ${#missing[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
@@ -34,6 +35,11 @@ echo "== ruff"
 .venv/bin/ruff format --check lsp_agent tests benchmarks
 echo "== mypy"
 .venv/bin/mypy
+echo "== lua (editors/neovim)"
+luacheck --quiet --config editors/neovim/.luacheckrc editors/neovim
+# stylua's binary comes from the npm registry (PyPI has none); npx caches it in ~/.npm.
+npx --yes -p @johnnymorganz/stylua-bin@2.5.2 \
+  stylua --config-path editors/neovim/.stylua.toml --check editors/neovim
 echo "== pytest"
 status=0
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@" || status=$?
