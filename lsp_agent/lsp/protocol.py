@@ -106,6 +106,20 @@ def vet(message: Any, *, initialized: bool, shutting_down: bool) -> Refusal | No
         if request:
             return Refusal(INVALID_PARAMS, f"Invalid params: {method} params must be an object")
         return Refusal(None, f"{method} with params that are not an object")
+    refused = _out_of_order(method, request, answer_to, initialized, shutting_down)
+    if refused is not None or method == types.EXIT:
+        return refused
+    if request:
+        problem = _params_problem(method, params)
+        if problem is not None:
+            return Refusal(INVALID_PARAMS, f"Invalid params: {problem}", answer_to)
+    return None
+
+
+def _out_of_order(
+    method: str, request: bool, answer_to: Any, initialized: bool, shutting_down: bool
+) -> Refusal | None:
+    """A message the lifecycle does not allow now: before `initialize`, after `shutdown`."""
     if method == types.EXIT:
         return None
     if not initialized and method != types.INITIALIZE:
@@ -120,10 +134,6 @@ def vet(message: Any, *, initialized: bool, shutting_down: bool) -> Refusal | No
         if request:
             return Refusal(INVALID_REQUEST, f"Invalid Request: {method} after shutdown", answer_to)
         return Refusal(None, f"{method} after shutdown")
-    if request:
-        problem = _params_problem(method, params)
-        if problem is not None:
-            return Refusal(INVALID_PARAMS, f"Invalid params: {problem}", answer_to)
     return None
 
 

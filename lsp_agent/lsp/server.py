@@ -106,40 +106,11 @@ class AgentServer(LanguageServer):
 
     def receive(self, message: Any) -> None:
         """Handle one message from the editor: parsed JSON, a `ParseError` or `Garbage`."""
-        if isinstance(message, Garbage):
-            self._log_input(
-                f"skipped {message.skipped} bytes that are not a message: {message.reason}"
-            )
-            return
-        if isinstance(message, ParseError):
-            self._log_input(f"a message is not JSON: {message.detail}")
-            self._send_error(None, PARSE_ERROR, f"Parse error: {message.detail}")
-            return
-        refusal = vet(message, initialized=self.initialized, shutting_down=self.shutdown_requested)
-        if refusal is not None:
-            self._log_input(refusal.message)
-            if refusal.code is not None:
-                self._send_error(refusal.id, refusal.code, refusal.message)
+        if not self._acceptable(message):
             return
         method = message.get("method")
-        if isinstance(method, str) and not self._handles(method):
-            if "id" in message:
-                self._send_error(message["id"], METHOD_NOT_FOUND, f"Method not found: {method}")
-            elif not method.startswith("$/"):
-                self._log_input(f"ignored the notification {method}: lsp-agent does not handle it")
+        if isinstance(method, str) and not self._takes(method, message):
             return
-        if method == types.TEXT_DOCUMENT_DID_CHANGE and _backwards_range(message.get("params")):
-            # Applied, it would garble the server's copy of the buffer: refuse it, and read the
-            # file from disk until the editor opens it again.
-            uri = message["params"]["textDocument"].get("uri")
-            self._log_input(f"refused a change of {uri} whose range ends before it starts")
-            if isinstance(uri, str):
-                self.unreliable.add(unquote(uri))
-            return
-        if method == types.TEXT_DOCUMENT_DID_OPEN:
-            opened = (message.get("params") or {}).get("textDocument")
-            if isinstance(opened, dict) and isinstance(opened.get("uri"), str):
-                self.unreliable.discard(unquote(opened["uri"]))
         if method == types.INITIALIZE:
             self.initialized = True
         elif method == types.SHUTDOWN:
@@ -156,6 +127,48 @@ class AgentServer(LanguageServer):
                 )
             return
         self.protocol.handle_message(structured)
+
+    def _acceptable(self, message: Any) -> bool:
+        """Whether `message` is a JSON-RPC message this connection may handle now; when it is
+        not, it was answered with the specification's error or logged."""
+        if isinstance(message, Garbage):
+            self._log_input(
+                f"skipped {message.skipped} bytes that are not a message: {message.reason}"
+            )
+            return False
+        if isinstance(message, ParseError):
+            self._log_input(f"a message is not JSON: {message.detail}")
+            self._send_error(None, PARSE_ERROR, f"Parse error: {message.detail}")
+            return False
+        refusal = vet(message, initialized=self.initialized, shutting_down=self.shutdown_requested)
+        if refusal is None:
+            return True
+        self._log_input(refusal.message)
+        if refusal.code is not None:
+            self._send_error(refusal.id, refusal.code, refusal.message)
+        return False
+
+    def _takes(self, method: str, message: dict[str, Any]) -> bool:
+        """Whether lsp-agent handles `method`, and this message of it, at all."""
+        if not self._handles(method):
+            if "id" in message:
+                self._send_error(message["id"], METHOD_NOT_FOUND, f"Method not found: {method}")
+            elif not method.startswith("$/"):
+                self._log_input(f"ignored the notification {method}: lsp-agent does not handle it")
+            return False
+        if method == types.TEXT_DOCUMENT_DID_CHANGE and _backwards_range(message.get("params")):
+            # Applied, it would garble the server's copy of the buffer: refuse it, and read the
+            # file from disk until the editor opens it again.
+            uri = message["params"]["textDocument"].get("uri")
+            self._log_input(f"refused a change of {uri} whose range ends before it starts")
+            if isinstance(uri, str):
+                self.unreliable.add(unquote(uri))
+            return False
+        if method == types.TEXT_DOCUMENT_DID_OPEN:
+            opened = (message.get("params") or {}).get("textDocument")
+            if isinstance(opened, dict) and isinstance(opened.get("uri"), str):
+                self.unreliable.discard(unquote(opened["uri"]))
+        return True
 
     def _handles(self, method: str) -> bool:
         features = self.protocol.fm
@@ -261,9 +274,50 @@ class AgentServer(LanguageServer):
 
     async def remove_folder(self, uri: str) -> None:
         fs_path = to_fs_path(uri)
-        folder = self.folders.remove(Path(fs_path).resolve()) if fs_path else None
+        if not fs_path:
+            return
+        root = await asyncio.to_thread(Path(fs_path).resolve)
+        folder = self.folders.remove(root)
         if folder is not None:
             await folder.close()
+
+    def take_options(self, options: Any) -> None:
+        """`initializationOptions`: what the client says of itself, and its settings."""
+        if not isinstance(options, dict):
+            return
+        self.client = client_options(options.get(names.CLIENT_SECTION))
+        options = {k: v for k, v in options.items() if k != names.CLIENT_SECTION}
+        section = options.get(names.SETTINGS_SECTION, options)
+        if isinstance(section, dict):
+            self.editor_settings = dict(section)
+            return
+        self.window_show_message(
+            types.ShowMessageParams(
+                type=types.MessageType.Warning,
+                message=f"lspAgent settings in initializationOptions must be an object, "
+                f"not {type(section).__name__}: using the other sources",
+            )
+        )
+
+    def code_actions(self, params: types.CodeActionParams) -> list[types.CodeAction]:
+        """lsp-agent's code actions for a request (`actions.py`); nothing slow happens here."""
+        uri = params.text_document.uri
+        path = _buffer_path(uri)
+        if path is None:
+            return []
+        document = self.document(uri)
+        start, end = params.range.start, params.range.end
+        selected = ""
+        if document is not None:
+            selected = positions.text_range(
+                document.source,
+                (start.line, start.character),
+                (end.line, end.character),
+                self.position_encoding,
+            )[:SELECTION_CHARS]
+        settings = self.settings or load_settings(self.editor_settings)[0]
+        rel = relative(path.resolve(), [folder.root for folder in self.folders])
+        return code_actions(params, settings.code_actions, rel, selected)
 
     def in_client_words(self, text: str) -> str:
         """`text` with every `lspAgent.<setting>` named the way this client's user sets it."""
@@ -309,6 +363,18 @@ class AgentServer(LanguageServer):
             path = _buffer_path(uri)
             assert path is not None
             tracker.buffer_changed(path, document.source.removeprefix("\ufeff"), document.version)
+
+    def buffer_saved(self, uri: str) -> None:
+        """The editor saved a buffer (a formatter may rewrite it in the next moment)."""
+        tracker, path = self._tracker_of(uri), _buffer_path(uri)
+        if tracker is not None and path is not None:
+            tracker.buffer_saved(path)
+
+    def buffer_closed(self, uri: str) -> None:
+        """The editor closed a buffer: the disk is what counts again."""
+        tracker, path = self._tracker_of(uri), _buffer_path(uri)
+        if tracker is not None and path is not None:
+            tracker.buffer_closed(path)
 
     def _tracker_of(self, uri: str) -> ChangeTracker | None:
         path = _buffer_path(uri)
@@ -361,26 +427,16 @@ def _buffer_path(uri: str) -> Path | None:
 
 def register_features(ls: AgentServer) -> None:
     """The lifecycle, document and workspace features: thin handlers over the server's state."""
+    _register_lifecycle(ls)
+    _register_documents(ls)
+    _register_workspace(ls)
 
+
+def _register_lifecycle(ls: AgentServer) -> None:
     @ls.feature(types.INITIALIZE)
     def initialize(params: types.InitializeParams) -> None:
         """Keep `initializationOptions`: the editor's settings before any configuration request."""
-        options = params.initialization_options
-        if not isinstance(options, dict):
-            return
-        ls.client = client_options(options.get(names.CLIENT_SECTION))
-        options = {k: v for k, v in options.items() if k != names.CLIENT_SECTION}
-        section = options.get(names.SETTINGS_SECTION, options)
-        if isinstance(section, dict):
-            ls.editor_settings = dict(section)
-        else:
-            ls.window_show_message(
-                types.ShowMessageParams(
-                    type=types.MessageType.Warning,
-                    message=f"lspAgent settings in initializationOptions must be an object, "
-                    f"not {type(section).__name__}: using the other sources",
-                )
-            )
+        ls.take_options(params.initialization_options)
 
     @ls.feature(types.INITIALIZED)
     def initialized(params: types.InitializedParams) -> None:
@@ -389,71 +445,6 @@ def register_features(ls: AgentServer) -> None:
         ls.run_task(ls.refresh_settings(), "reading the settings")
         ls.run_task(_warm_up(), "loading the agent")
         ls.open_folders()
-
-    @ls.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
-    async def folders_changed(params: types.DidChangeWorkspaceFoldersParams) -> None:
-        """Folders were added to the workspace or removed from it."""
-        for removed in params.event.removed or []:
-            await ls.remove_folder(removed.uri)
-        for added in params.event.added or []:
-            ls.add_folder(added.uri)
-
-    @ls.feature(
-        types.TEXT_DOCUMENT_CODE_ACTION,
-        types.CodeActionOptions(code_action_kinds=list(CODE_ACTION_KINDS)),
-    )
-    def code_action(params: types.CodeActionParams) -> list[types.CodeAction]:
-        """lsp-agent's actions for the cursor, the selection, and each problem reported there."""
-        uri = params.text_document.uri
-        path = _buffer_path(uri)
-        if path is None:
-            return []
-        document = ls.document(uri)
-        start, end = params.range.start, params.range.end
-        selected = (
-            positions.text_range(
-                document.source,
-                (start.line, start.character),
-                (end.line, end.character),
-                ls.position_encoding,
-            )[:SELECTION_CHARS]
-            if document is not None
-            else ""
-        )
-        settings = ls.settings or load_settings(ls.editor_settings)[0]
-        rel = relative(path.resolve(), [folder.root for folder in ls.folders])
-        return code_actions(params, settings.code_actions, rel, selected)
-
-    @ls.feature(types.TEXT_DOCUMENT_DID_OPEN)
-    def did_open(params: types.DidOpenTextDocumentParams) -> None:
-        """A buffer opened: its unsaved text is what the agent reads from now on."""
-        ls.buffer_changed(params.text_document.uri)
-
-    @ls.feature(types.TEXT_DOCUMENT_DID_CHANGE)
-    def did_change(params: types.DidChangeTextDocumentParams) -> None:
-        """The user typed: a file the agent knows becomes "modified in editor, unsaved"."""
-        ls.buffer_changed(params.text_document.uri)
-
-    @ls.feature(types.TEXT_DOCUMENT_DID_SAVE)
-    def did_save(params: types.DidSaveTextDocumentParams) -> None:
-        """A save: a formatter may rewrite the file in the next moment."""
-        tracker = ls._tracker_of(params.text_document.uri)
-        path = _buffer_path(params.text_document.uri)
-        if tracker is not None and path is not None:
-            tracker.buffer_saved(path)
-
-    @ls.feature(types.TEXT_DOCUMENT_DID_CLOSE)
-    def did_close(params: types.DidCloseTextDocumentParams) -> None:
-        """A buffer closed: the disk is what counts again."""
-        tracker = ls._tracker_of(params.text_document.uri)
-        path = _buffer_path(params.text_document.uri)
-        if tracker is not None and path is not None:
-            tracker.buffer_closed(path)
-
-    @ls.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
-    def did_change_configuration(params: types.DidChangeConfigurationParams) -> None:
-        """Settings changed in the editor: read them again."""
-        ls.run_task(ls.refresh_settings(), "reading the settings")
 
     @ls.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
     def progress_cancel(params: types.WorkDoneProgressCancelParams) -> None:
@@ -473,6 +464,51 @@ def register_features(ls: AgentServer) -> None:
             await asyncio.wait_for(ls.close(), EXIT_GRACE_S)
         except asyncio.TimeoutError:
             log.warning("lsp-agent: shutdown took longer than %.1f s; answering", EXIT_GRACE_S)
+
+
+def _register_documents(ls: AgentServer) -> None:
+    @ls.feature(
+        types.TEXT_DOCUMENT_CODE_ACTION,
+        types.CodeActionOptions(code_action_kinds=list(CODE_ACTION_KINDS)),
+    )
+    def code_action(params: types.CodeActionParams) -> list[types.CodeAction]:
+        """lsp-agent's actions for the cursor, the selection, and each problem reported there."""
+        return ls.code_actions(params)
+
+    @ls.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(params: types.DidOpenTextDocumentParams) -> None:
+        """A buffer opened: its unsaved text is what the agent reads from now on."""
+        ls.buffer_changed(params.text_document.uri)
+
+    @ls.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(params: types.DidChangeTextDocumentParams) -> None:
+        """The user typed: a file the agent knows becomes "modified in editor, unsaved"."""
+        ls.buffer_changed(params.text_document.uri)
+
+    @ls.feature(types.TEXT_DOCUMENT_DID_SAVE)
+    def did_save(params: types.DidSaveTextDocumentParams) -> None:
+        """A save: a formatter may rewrite the file in the next moment."""
+        ls.buffer_saved(params.text_document.uri)
+
+    @ls.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(params: types.DidCloseTextDocumentParams) -> None:
+        """A buffer closed: the disk is what counts again."""
+        ls.buffer_closed(params.text_document.uri)
+
+
+def _register_workspace(ls: AgentServer) -> None:
+    @ls.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+    async def folders_changed(params: types.DidChangeWorkspaceFoldersParams) -> None:
+        """Folders were added to the workspace or removed from it."""
+        for removed in params.event.removed or []:
+            await ls.remove_folder(removed.uri)
+        for added in params.event.added or []:
+            ls.add_folder(added.uri)
+
+    @ls.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    def did_change_configuration(params: types.DidChangeConfigurationParams) -> None:
+        """Settings changed in the editor: read them again."""
+        ls.run_task(ls.refresh_settings(), "reading the settings")
 
 
 async def _warm_up() -> None:
