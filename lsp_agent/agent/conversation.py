@@ -46,7 +46,7 @@ class TurnResult:
         result: dict[str, Any] = {
             "session": self.session,
             "status": self.status,
-            "answer": self.answer,
+            "answer": _shown(self.answer),
             "edits": {
                 "proposed": self.edits.proposed,
                 "applied": self.edits.applied,
@@ -128,3 +128,19 @@ def cost(usage: Usage, prices: Mapping[str, float]) -> float | None:
         + usage.completion_tokens * prices["output"]
     )
     return round(dollars / 1_000_000, 6)
+
+
+ANSWER_RESULT_CHARS = 200_000
+"""The longest answer an `ask` result carries; the events and the transcript have all of it."""
+
+
+def _shown(answer: str) -> str:
+    """The answer for the `ask` result: whole, or its start when a runaway model wrote pages
+    (one multi-megabyte JSON answer would hold the editor's pipe, and the server, meanwhile)."""
+    if len(answer) <= ANSWER_RESULT_CHARS:
+        return answer
+    cut = len(answer) - ANSWER_RESULT_CHARS
+    return (
+        answer[:ANSWER_RESULT_CHARS]
+        + f"\n\n[lsp-agent: {cut} more characters of this answer are in the session's transcript]"
+    )

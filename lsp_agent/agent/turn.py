@@ -53,6 +53,9 @@ CANCELLED = "cancelled"
 FAILED = "failed"
 MAX_TURNS = "max_turns"
 
+BIG_MESSAGE_CHARS = 256_000
+"""A reply longer than this is stored off the event loop."""
+
 IMITATIONS_ALLOWED = 1
 """Replies that imitate a tool call in text (and are not one) the model is corrected for in a
 turn; the next one ends the turn with the capability message."""
@@ -174,7 +177,12 @@ class Turn:
         if not reply.tool_calls and reply.text:
             reply = self._text_call(reply, schemas)
         self.pending = list(reply.tool_calls)
-        session.append(reply.message())
+        message = reply.message()
+        if len(reply.text) > BIG_MESSAGE_CHARS:
+            # Encoding and writing megabytes would hold the loop: the editor waits meanwhile.
+            await asyncio.to_thread(session.append, message)
+        else:
+            session.append(message)
         if reply.text:
             self.answer = reply.text
         if not reply.tool_calls and _imitates_a_call(reply.text, schemas):

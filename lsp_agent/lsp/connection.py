@@ -39,6 +39,9 @@ STALL_S = 0.5
 """Silence in the middle of a body after which a body that already holds the next message's
 headers is cut there (its announced length was too large, and the editor waits for an answer)."""
 
+SWITCH_INTERVAL_S = 0.001
+"""How often a thread may take the interpreter from another (CPython's default is 5 ms)."""
+
 CLEANUP_SHARE = 0.6
 """The share of the grace the server's own cleanup gets; the rest is for the loop's leftovers."""
 
@@ -83,6 +86,9 @@ def serve(server: Endpoint, reader: BinaryIO, writer: BinaryIO, head: bytes = b"
     cannot be interrupted, and must not be waited for.
     """
     server.attach(_Writer(writer))
+    # The reader thread must not wait 5 ms (CPython's default) for the interpreter each time
+    # the loop parses a large message: a request arriving meanwhile would wait with it.
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     try:
