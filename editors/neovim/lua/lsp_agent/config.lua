@@ -31,6 +31,24 @@ M.defaults = {
     --- Move the cursor into the answer window when a question is asked.
     focus = false,
   },
+  chat = {
+    --- "right" (vertical split), "bottom" (horizontal split) or "tab".
+    position = "right",
+    --- Width (right), height (bottom) in cells; nil picks a size from the editor's.
+    size = nil,
+    --- Lines of the input window below the conversation.
+    input_height = 5,
+    --- Keys of the chat's buffers. In insert mode only `send_insert` is mapped: typing a
+    --- prompt is only text.
+    keys = {
+      send = "<CR>", -- normal mode, in the input
+      send_insert = "<C-s>", -- insert mode, in the input
+      cancel = "<C-c>", -- normal mode: cancel the running turn
+      review = "gR", -- normal mode: go to the edit or question that waits
+      input = "i", -- in the conversation: go to the input
+      close = "q", -- in the conversation: close the chat
+    },
+  },
   review = {
     --- Lines of context shown around each hunk.
     context = 3,
@@ -55,6 +73,8 @@ M.defaults = {
 --- The keymaps `keymaps = true` installs.
 M.default_keymaps = {
   ask = "<leader>aa",
+  chat = "<leader>ak",
+  undo = "<leader>au",
   cancel = "<leader>ac",
   new = "<leader>an",
   sessions = "<leader>as",
@@ -132,6 +152,19 @@ local SCHEMA = {
     position = one_of("right", "bottom", "float"),
     size = whole(1, true),
     focus = kind("boolean"),
+  },
+  chat = {
+    position = one_of("right", "bottom", "tab"),
+    size = whole(1, true),
+    input_height = whole(1),
+    keys = {
+      send = key_sequence,
+      send_insert = key_sequence,
+      cancel = key_sequence,
+      review = key_sequence,
+      input = key_sequence,
+      close = key_sequence,
+    },
   },
   review = {
     context = whole(0),
