@@ -187,3 +187,16 @@ def test_the_user_cancels_a_turn_from_the_chat(editor: Editor, model: ScriptedMo
         "lsp-agent: a turn is running: wait for it to end, or <C-c> (:LspAgent cancel) to stop it"
     )
     assert result["input_while_running"] == ["then briefly"]  # kept, and sent later
+
+
+def test_a_prompt_the_server_refuses_comes_back_into_the_input(
+    editor: Editor, model: ScriptedModel
+) -> None:
+    result = editor.run("chat_refused").result
+
+    assert result["refusal"].startswith("lsp-agent: no model configured: set ")
+    assert result["input"] == ["explain hello.py", "line two"]
+    assert result["conversation"] == [""]
+    assert result["status"] == ""  # nothing runs
+    assert result["statusline"].strip().startswith("<CR> sends")
+    assert model.requests == []

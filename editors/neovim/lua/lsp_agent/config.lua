@@ -241,6 +241,19 @@ local function sorted_keys(tbl)
   return keys
 end
 
+--- A deep copy of a value of the user's: tables are copied, anything else (`vim.NIL`, which
+--- `vim.deepcopy` of 0.7 refuses, a function) is kept as it is.
+local function copy(value)
+  if type(value) ~= "table" then
+    return value
+  end
+  local copied = {}
+  for key, item in pairs(value) do
+    copied[key] = copy(item)
+  end
+  return setmetatable(copied, getmetatable(value))
+end
+
 --- Check `given` against `schema`, writing the good values over `into`; warnings go to `problems`.
 local function merge(given, schema, defaults, into, path, problems)
   for _, key in ipairs(sorted_keys(given)) do
@@ -274,7 +287,7 @@ local function merge(given, schema, defaults, into, path, problems)
         )
       else
         -- Lists and functions replace the default whole: a shorter `cmd` keeps no default tail.
-        into[key] = type(value) == "table" and vim.deepcopy(value) or value
+        into[key] = copy(value)
       end
     end
   end
