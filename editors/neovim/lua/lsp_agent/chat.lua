@@ -5,7 +5,8 @@
 --- Typing in the input is only text: the one insert-mode key is `<C-s>` (send); `<CR>` sends in
 --- normal mode. A prompt goes to the server with `lspAgent.start` in the shown session, with the
 --- selection added by `:'<,'>LspAgent chat`; reviews and questions open beside it as everywhere
---- (decisions.lua), and the input's statusline says what waits, the tokens used and the context.
+--- (decisions.lua). The input's statusline says what runs or waits; the conversation's, the
+--- tokens used and the context's fill.
 local client = require("lsp_agent.client")
 local config = require("lsp_agent.config")
 local decisions = require("lsp_agent.decisions")
@@ -15,10 +16,6 @@ local selection = require("lsp_agent.selection")
 local state = require("lsp_agent.state")
 
 local M = {}
-
---- Buffer variable of the chat's buffers: the workspace root they belong to (client.lua uses it
---- to find the server of a command run from the chat).
-M.ROOT_VAR = "lsp_agent_root"
 
 local function notify(message, level)
   vim.notify("lsp-agent: " .. message, level or vim.log.levels.INFO)
@@ -48,7 +45,7 @@ local function scratch(name, root, modifiable)
   vim.bo[bufnr].swapfile = false
   vim.bo[bufnr].filetype = "markdown"
   vim.bo[bufnr].modifiable = modifiable
-  vim.b[bufnr][M.ROOT_VAR] = root
+  vim.b[bufnr][client.ROOT_VAR] = root
   highlight(bufnr)
   return bufnr
 end
@@ -143,6 +140,16 @@ local function statusline_of(kind, bufnr, win)
   return ("%%{v:lua.require'lsp_agent.chat'.%s(%d,%d)}"):format(kind, bufnr, win)
 end
 
+--- Set window options for the buffer the window shows now (`:setlocal`): another buffer shown
+--- in that window later gets the usual values, not the chat's statusline.
+local function set_local(win, options)
+  vim.api.nvim_win_call(win, function()
+    for name, value in pairs(options) do
+      vim.opt_local[name] = value
+    end
+  end)
+end
+
 --- Open the chat's windows (where they are not open) and put the cursor in the input.
 local function show(chat)
   local options = config.options.chat
@@ -163,12 +170,13 @@ local function show(chat)
     end
     conversation_win = vim.api.nvim_get_current_win()
     vim.api.nvim_win_set_buf(conversation_win, chat.conversation)
-    vim.wo[conversation_win].wrap = true
-    vim.wo[conversation_win].linebreak = true
-    vim.wo[conversation_win].number = false
-    vim.wo[conversation_win].relativenumber = false
-    vim.wo[conversation_win].statusline =
-      statusline_of("title", chat.conversation, conversation_win)
+    set_local(conversation_win, {
+      wrap = true,
+      linebreak = true,
+      number = false,
+      relativenumber = false,
+      statusline = statusline_of("title", chat.conversation, conversation_win),
+    })
     -- Opened at the end, and following it from there (render.lua).
     render.to_end(chat.conversation, { conversation_win })
   end
@@ -177,12 +185,14 @@ local function show(chat)
     vim.cmd(("belowright %dsplit"):format(options.input_height))
     input_win = vim.api.nvim_get_current_win()
     vim.api.nvim_win_set_buf(input_win, chat.input)
-    vim.wo[input_win].wrap = true
-    vim.wo[input_win].linebreak = true
-    vim.wo[input_win].number = false
-    vim.wo[input_win].relativenumber = false
-    vim.wo[input_win].winfixheight = true
-    vim.wo[input_win].statusline = statusline_of("statusline", chat.input, input_win)
+    set_local(input_win, {
+      wrap = true,
+      linebreak = true,
+      number = false,
+      relativenumber = false,
+      winfixheight = true,
+      statusline = statusline_of("statusline", chat.input, input_win),
+    })
   end
   vim.api.nvim_set_current_win(input_win)
 end
@@ -478,7 +488,9 @@ function M.on_event(entry, event)
   else
     render.event(chat.conversation, event)
   end
-  redraw()
+  if kind == "start" or kind == "usage" then
+    redraw() -- the figures of the conversation's statusline changed
+  end
 end
 
 --- A turn of `session` was undone (`:LspAgent undo`): say so in the conversation showing it.

@@ -12,6 +12,10 @@ local M = {}
 
 M.NAME = "lsp-agent"
 
+--- Buffer variable of the chat's buffers: the workspace root they belong to, so that a command
+--- run from the chat goes to the server of that root.
+M.ROOT_VAR = "lsp_agent_root"
+
 local function normalize(path)
   local real = compat.uv.fs_realpath(path)
   return (real or path):gsub("/+$", "")
@@ -32,7 +36,7 @@ end
 --- @return string
 function M.root_for(bufnr)
   -- The chat's buffers belong to the workspace of their chat.
-  local own = vim.b[bufnr].lsp_agent_root
+  local own = vim.b[bufnr][M.ROOT_VAR]
   if type(own) == "string" and own ~= "" then
     return own
   end
@@ -219,7 +223,7 @@ function M.current(create)
     return id
   end
   -- From a buffer outside every root (the answer buffer, a help page), use a running server.
-  if vim.bo[bufnr].buftype ~= "" and not vim.b[bufnr].lsp_agent_root then
+  if vim.bo[bufnr].buftype ~= "" and not vim.b[bufnr][M.ROOT_VAR] then
     local any = next(state.clients)
     if any and vim.lsp.get_client_by_id(any) then
       return any
