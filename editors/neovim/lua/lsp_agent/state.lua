@@ -54,7 +54,7 @@ M.decisions = {}
 --- @type table<string, boolean>
 M.warned = {}
 
---- Work-done tokens handed out so far (each `lspAgent.ask` gets a new one).
+--- Work-done tokens handed out so far (each `lspAgent.ask` and `lspAgent.start` gets a new one).
 M.tokens = 0
 
 --- The state of a client, created on first use.
