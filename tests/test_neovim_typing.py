@@ -154,6 +154,29 @@ class Terminal:
         )
         return waiting
 
+    def chat(self, which: str) -> list[str]:
+        """The lines of the chat's `conversation` or `input` buffer."""
+        lines: list[str] = self.rpc.lua(
+            """
+            local _, chat = next(require("lsp_agent.state").chats)
+            if not chat then return {} end
+            return vim.api.nvim_buf_get_lines(chat[...], 0, -1, false)
+            """,
+            which,
+        )
+        return lines
+
+    def chat_input_current(self) -> bool:
+        """True when the cursor is in the chat's input."""
+        return bool(
+            self.rpc.lua(
+                """
+                local _, chat = next(require("lsp_agent.state").chats)
+                return chat ~= nil and vim.api.nvim_get_current_buf() == chat.input
+                """
+            )
+        )
+
     def current_file(self) -> str:
         return str(self.rpc.lua("return vim.fn.expand('%:t')"))
 
@@ -324,3 +347,121 @@ def test_typing_never_decides_the_review_or_the_question(
     told = [m["content"] for m in model.requests[-1]["messages"] if m["role"] == "tool"]
     assert told[1].startswith("applied: hello.py")
     assert told[2].startswith("exit code 0")
+
+
+def test_typing_in_the_chat_while_a_turn_streams_sends_nothing_and_decides_nothing(
+    terminal_for: Callable[[str], Terminal], model: ScriptedModel, workspace: Path
+) -> None:
+    hello_before = (workspace / "hello.py").read_text()
+    edit_may_come, question_may_come = threading.Event(), threading.Event()
+    model.add(
+        tool_call("read_file", {"path": "hello.py"}),
+        held_until(
+            edit_may_come,
+            tool_call(
+                "edit_file",
+                {"path": "hello.py", "old": '"hello"', "new": '"hi"'},
+                text="I will make it say hi.",
+            ),
+        ),
+        held_until(question_may_come, tool_call("bash", {"command": "touch ran.txt"})),
+        reply(FINAL_ANSWER, chunks=20, delay=0.02),
+        reply("Second answer."),
+    )
+    term = terminal_for("hello.py")
+    wait_until("hello.py open", lambda: term.current_file() == "hello.py", term)
+
+    term.type(":LspAgent chat\n")
+    wait_until("the chat input, in insert mode", lambda: term.chat_input_current(), term)
+    term.type("tidy up hello.py")
+    term.keys("C-s")
+    wait_until("the model asked for its next step", lambda: len(model.requests) == 2, term)
+    assert term.chat("input") == [""]  # sent, and the input is free for the next prompt
+
+    # The user writes the next prompt while the turn streams; the edit arrives mid-sentence.
+    term.type("# todo: remember to ")
+    edit_may_come.set()
+    term.type("ask about the review here quietly")
+    wait_until("the review", lambda: [d["kind"] for d in term.waiting()] == ["review"], term)
+    term.type("\nga gr a r q ? ]c\n1\n")
+    typed = ["# todo: remember to ask about the review here quietly", "ga gr a r q ? ]c", "1", ""]
+    wait_until("every key in the chat input", lambda: term.chat("input") == typed, term)
+    assert term.chat_input_current() and term.mode() == "i"
+    assert term.waiting() == [{"kind": "review", "open": True, "current": False}]
+    assert (workspace / "hello.py").read_text() == hello_before  # nothing decided
+    assert len(model.requests) == 2  # nothing sent, nothing told
+    assert "I will make it say hi." in term.chat("conversation")  # it streamed meanwhile
+    said = "an edit to review waits: gR to go there"
+    wait_until("the chat's statusline", lambda: said in term.screen(), term)
+
+    # The user goes to the review from the chat, and accepts there.
+    term.keys("Escape")
+    wait_until("normal mode", lambda: term.mode() == "n", term)
+    term.type("gR")
+    wait_until(
+        "the review under the cursor",
+        lambda: term.waiting() == [{"kind": "review", "open": True, "current": True}],
+        term,
+    )
+    term.type("ga")
+    wait_until(
+        "the edit on disk",
+        lambda: (workspace / "hello.py").read_text() == hello_before.replace('"hello"', '"hi"'),
+        term,
+    )
+    wait_until("back in the chat input", term.chat_input_current, term)
+    wait_until("the model asked again", lambda: len(model.requests) == 3, term)
+
+    # The question arrives while the user types lines that would answer a prompt.
+    term.type("A")
+    wait_until("insert mode", lambda: term.mode() == "i", term)
+    term.type("count = ")
+    question_may_come.set()
+    term.type("1\ny\n2\n")
+    wait_until("the question", lambda: [d["kind"] for d in term.waiting()] == ["question"], term)
+    term.type("Allow\n1")
+    typed = [*typed[:-1], "count = 1", "y", "2", "Allow", "1"]
+    wait_until("every key in the chat input", lambda: term.chat("input") == typed, term)
+    assert term.chat_input_current() and term.mode() == "i"
+    assert term.waiting() == [{"kind": "question", "open": True, "current": False}]
+    assert not (workspace / "ran.txt").exists()
+    assert len(model.requests) == 3
+
+    term.keys("Escape")
+    wait_until("normal mode", lambda: term.mode() == "n", term)
+    term.type("gR")
+    wait_until(
+        "the question under the cursor",
+        lambda: term.waiting() == [{"kind": "question", "open": True, "current": True}],
+        term,
+    )
+    term.type("jj\n")
+    wait_until("the command to run", (workspace / "ran.txt").exists, term)
+
+    # The answer streams into the conversation, whose window shows its end.
+    wait_until("the turn to end", lambda: term.chat("conversation")[-1:] == ["_completed_"], term)
+    view = term.rpc.lua(
+        """
+        vim.cmd("redraw")
+        local chat = select(2, next(require("lsp_agent.state").chats))
+        local info = vim.fn.getwininfo(vim.fn.bufwinid(chat.conversation))[1]
+        return { top = info.topline, bottom = info.botline,
+                 last = vim.api.nvim_buf_line_count(chat.conversation) }
+        """
+    )
+    assert view["bottom"] == view["last"] and view["top"] > 1, view
+    assert len(model.requests) == 4
+    assert term.chat("input") == typed  # still there, unsent
+
+    # <CR> in normal mode sends it, exactly as typed, in the same session.
+    wait_until("back in the chat input", term.chat_input_current, term)
+    term.keys("Enter")
+    wait_until("the prompt sent", lambda: len(model.requests) == 5, term)
+    users = [m["content"] for m in model.requests[4]["messages"] if m["role"] == "user"]
+    assert users[-2] == "\n".join(typed)
+    assert users[0] == "tidy up hello.py"
+    wait_until(
+        "the second turn to end",
+        lambda: term.chat("conversation")[-3:] == ["Second answer.", "", "_completed_"],
+        term,
+    )

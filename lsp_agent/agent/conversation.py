@@ -4,7 +4,7 @@ what a turn is asked with and answers."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -114,6 +114,31 @@ class Session:
             await self.changes.snapshot()
         except Exception as error:  # a missing git must not turn a finished turn into a crash
             log(f"file-change snapshot failed: {error!r}")
+
+
+def added(total: Usage, usage: Usage) -> Usage:
+    """`total` with one more model call's `usage` counted in."""
+    return Usage(
+        total.prompt_tokens + usage.prompt_tokens,
+        total.completion_tokens + usage.completion_tokens,
+        (total.cached_tokens or 0) + (usage.cached_tokens or 0),
+        estimated=total.estimated or usage.estimated,
+    )
+
+
+def used(records: Iterable[Mapping[str, Any]]) -> Usage:
+    """What a session's model calls used, summed from its transcript's `usage` records: the
+    `Session.usage` of a session resumed after a restart."""
+    total = Usage(0, 0, 0, estimated=False)
+    for record in records:
+        if record.get("type") != "event" or record.get("kind") != "usage":
+            continue
+        keys = ("prompt_tokens", "completion_tokens", "cached_tokens")
+        prompt, completion, cached = (
+            value if isinstance(value := record.get(key), int) else 0 for key in keys
+        )
+        total = added(total, Usage(prompt, completion, cached, bool(record.get("estimated"))))
+    return total
 
 
 def cost(usage: Usage, prices: Mapping[str, float]) -> float | None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lsp_agent.agent.conversation import Selection, Session, TurnResult, cost
+from lsp_agent.agent.conversation import Selection, Session, TurnResult, cost, used
 from lsp_agent.agent.history import conversation
 from lsp_agent.agent.instructions import Instructions, fingerprint, read_instructions
 from lsp_agent.agent.prompt import system_prompt
@@ -234,6 +234,7 @@ class Agent:
             meter,
             stored.state,
             turns=transcript.turns,
+            usage=used(stored.records),
         )
         session.instructions = stored.instructions
         toolbox.edit_stats = EditStats.from_events(stored.records)

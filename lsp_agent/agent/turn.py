@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from lsp_agent.agent.conversation import Selection, Session, TurnResult, cost
+from lsp_agent.agent.conversation import Selection, Session, TurnResult, added, cost
 from lsp_agent.agent.instructions import changed_note
 from lsp_agent.config import Settings
 from lsp_agent.context.layers import ContextEvent, before_call, end_of_turn
@@ -346,13 +346,7 @@ class Turn:
                 "estimated": usage.estimated,
             }
         )
-        total = session.usage
-        session.usage = Usage(
-            total.prompt_tokens + usage.prompt_tokens,
-            total.completion_tokens + usage.completion_tokens,
-            (total.cached_tokens or 0) + (usage.cached_tokens or 0),
-            estimated=total.estimated or usage.estimated,
-        )
+        session.usage = added(session.usage, usage)
         spent = cost(usage, settings.prices)
         self.emit(
             "usage",

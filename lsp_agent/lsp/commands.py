@@ -109,7 +109,11 @@ def register(ls: AgentServer) -> None:
                 listed.append(
                     {**info.as_dict(), "transcript": str(transcript), "folder": one.root.as_uri()}
                 )
-        return sorted(listed, key=lambda item: str(item["session"]), reverse=True)
+        # Newest first by start time, as the store lists them: two ids of the same second are
+        # ordered by their random tail, not by which came first.
+        return sorted(
+            listed, key=lambda item: (str(item["started"]), str(item["session"])), reverse=True
+        )
 
     @ls.command(names.HISTORY)
     async def history(*arguments: Any) -> list[dict[str, Any]]:

@@ -258,4 +258,45 @@ function H.wait_turn(status, count)
   end)
 end
 
+--- The chat of the (one) workspace, once `:LspAgent chat` made it.
+function H.chat()
+  local _, chat = next(require("lsp_agent.state").chats)
+  return chat
+end
+
+--- The lines of the chat's conversation.
+function H.chat_lines()
+  local chat = H.chat()
+  return chat and vim.api.nvim_buf_get_lines(chat.conversation, 0, -1, false) or {}
+end
+
+--- The lines of the chat's input.
+function H.input_lines()
+  local chat = H.chat()
+  return chat and vim.api.nvim_buf_get_lines(chat.input, 0, -1, false) or {}
+end
+
+--- Wait until the chat's conversation shows `count` turns ended with `status` (default
+--- "completed") and no turn runs.
+function H.wait_chat_turn(count, status)
+  status = status or "completed"
+  H.wait_for(("%d chat turn(s) to end with %s"):format(count, status), function()
+    local ended = 0
+    for _, line in ipairs(H.chat_lines()) do
+      if line == "_" .. status .. "_" or line:match("^%*%*" .. status .. "%*%*") then
+        ended = ended + 1
+      end
+    end
+    return ended >= count and require("lsp_agent").status() == ""
+  end)
+end
+
+--- Wait until the chat has drawn its conversation from the server's history.
+function H.wait_chat_loaded()
+  H.wait_for("the chat's conversation", function()
+    local chat = H.chat()
+    return chat and chat.loaded and not chat.loading
+  end)
+end
+
 return H

@@ -31,6 +31,24 @@ M.defaults = {
     --- Move the cursor into the answer window when a question is asked.
     focus = false,
   },
+  chat = {
+    --- "right" (vertical split), "bottom" (horizontal split) or "tab".
+    position = "right",
+    --- Width (right), height (bottom) in cells; nil picks a size from the editor's.
+    size = nil,
+    --- Lines of the input window below the conversation.
+    input_height = 5,
+    --- Keys of the chat's buffers. In insert mode only `send_insert` is mapped: typing a
+    --- prompt is only text.
+    keys = {
+      send = "<CR>", -- normal mode, in the input
+      send_insert = "<C-s>", -- insert mode, in the input
+      cancel = "<C-c>", -- normal mode: cancel the running turn
+      review = "gR", -- normal mode: go to the edit or question that waits
+      input = "i", -- in the conversation: go to the input
+      close = "q", -- in the conversation: close the chat
+    },
+  },
   review = {
     --- Lines of context shown around each hunk.
     context = 3,
@@ -55,6 +73,8 @@ M.defaults = {
 --- The keymaps `keymaps = true` installs.
 M.default_keymaps = {
   ask = "<leader>aa",
+  chat = "<leader>ak",
+  undo = "<leader>au",
   cancel = "<leader>ac",
   new = "<leader>an",
   sessions = "<leader>as",
@@ -133,6 +153,19 @@ local SCHEMA = {
     size = whole(1, true),
     focus = kind("boolean"),
   },
+  chat = {
+    position = one_of("right", "bottom", "tab"),
+    size = whole(1, true),
+    input_height = whole(1),
+    keys = {
+      send = key_sequence,
+      send_insert = key_sequence,
+      cancel = key_sequence,
+      review = key_sequence,
+      input = key_sequence,
+      close = key_sequence,
+    },
+  },
   review = {
     context = whole(0),
     position = one_of("bottom", "right", "tab"),
@@ -208,6 +241,19 @@ local function sorted_keys(tbl)
   return keys
 end
 
+--- A deep copy of a value of the user's: tables are copied, anything else (`vim.NIL`, which
+--- `vim.deepcopy` of 0.7 refuses, a function) is kept as it is.
+local function copy(value)
+  if type(value) ~= "table" then
+    return value
+  end
+  local copied = {}
+  for key, item in pairs(value) do
+    copied[key] = copy(item)
+  end
+  return setmetatable(copied, getmetatable(value))
+end
+
 --- Check `given` against `schema`, writing the good values over `into`; warnings go to `problems`.
 local function merge(given, schema, defaults, into, path, problems)
   for _, key in ipairs(sorted_keys(given)) do
@@ -241,7 +287,7 @@ local function merge(given, schema, defaults, into, path, problems)
         )
       else
         -- Lists and functions replace the default whole: a shorter `cmd` keeps no default tail.
-        into[key] = type(value) == "table" and vim.deepcopy(value) or value
+        into[key] = copy(value)
       end
     end
   end

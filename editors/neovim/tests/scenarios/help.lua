@@ -13,6 +13,10 @@ H.run(function()
     "lsp-agent-setup",
     "lsp-agent-review",
     ":LspAgent-review",
+    "lsp-agent-chat",
+    ":LspAgent-chat",
+    ":LspAgent-undo",
+    "lsp-agent-undo",
     "lsp-agent-highlights",
     "lsp_agent.status()",
   }) do
