@@ -118,14 +118,34 @@ def entries(context: Context) -> tuple[list[FileChangeEntry], dict[str, str]]:
     unsaved = {
         rel: _unsaved(context, files, rel, found.get(rel)) for rel in sorted(context.buffers)
     }
-    kept: list[tuple[str, str, str, str | None, str | None]] = []
-    """(rel, status, source, old path, current text) of the files to report."""
+    kept = _kept(context, files, found, renames, unsaved)
+    result, fetched = _with_diffs(context, kept)
+    for entry in unsaved.values():
+        if entry is not None and (entry.source != AGENT or context.include_agent):
+            result.append(entry)
+    return result, fetched
+
+
+_Kept = tuple[str, str, str, str | None, str | None]
+"""A changed file to report: (rel, status, source, old path, current text)."""
+
+
+def _kept(
+    context: Context,
+    files: Files,
+    found: dict[str, tuple[str, str | None, str | None]],
+    renames: dict[str, str],
+    unsaved: dict[str, FileChangeEntry | None],
+) -> list[_Kept]:
+    """The changed files to report: a rename once (under its new path), not a file whose
+    unsaved buffer is reported instead, nor one whose content the agent read or wrote since."""
+    kept: list[_Kept] = []
     for rel in sorted(found):
         status, digest_now, _ = found[rel]
         if rel in renames.values():
             continue
         if unsaved.get(rel) is not None:
-            continue  # reported below as an unsaved buffer: the buffer is what the agent reads
+            continue  # reported as an unsaved buffer: the buffer is what the agent reads
         old_path = renames.get(rel)
         if old_path is not None:
             status = RENAMED
@@ -137,6 +157,14 @@ def entries(context: Context) -> tuple[list[FileChangeEntry], dict[str, str]]:
         elif digest_now is not None and digest_now in context.seen.get(rel, ()):
             continue  # the agent read this very content since
         kept.append((rel, status, source, old_path, current))
+    return kept
+
+
+def _with_diffs(
+    context: Context, kept: list[_Kept]
+) -> tuple[list[FileChangeEntry], dict[str, str]]:
+    """The entries of the kept files, each with a small diff from the text the agent knew (or
+    HEAD's blob) when one is shown; and the blobs read for them."""
     bases: dict[str, str | None] = {}
     for rel, status, _, _, current in kept:
         if current is None or status == RENAMED or len(bases) >= MAX_DIFFS or private(rel):
@@ -151,9 +179,6 @@ def entries(context: Context) -> tuple[list[FileChangeEntry], dict[str, str]]:
         if current is not None and before is not None:
             diff = small_diff(rel, before, current)
         result.append(FileChangeEntry(rel, status, source, old_path, diff))
-    for entry in unsaved.values():
-        if entry is not None and (entry.source != AGENT or context.include_agent):
-            result.append(entry)
     return result, fetched
 
 

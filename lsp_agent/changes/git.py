@@ -133,10 +133,15 @@ async def find_repository(root: Path) -> Repository | None:
     lines = done.out.decode("utf-8", "surrogateescape").splitlines()
     if done.code != 0 or len(lines) < 3:
         return None
-    common = Path(lines[2])
+    return await asyncio.to_thread(_resolved, root, lines[0], lines[1], lines[2])
+
+
+def _resolved(root: Path, top: str, git_dir: str, common_dir: str) -> Repository:
+    """The repository of git's answer, its folders resolved (reads the file system)."""
+    common = Path(common_dir)
     return Repository(
-        Path(lines[0]).resolve(),
-        Path(lines[1]).resolve(),
+        Path(top).resolve(),
+        Path(git_dir).resolve(),
         (common if common.is_absolute() else root / common).resolve(),
     )
 

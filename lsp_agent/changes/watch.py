@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import pathspec
 from watchdog.events import (
@@ -69,8 +69,6 @@ GIT_WATCHED = ("HEAD", "index", "packed-refs")
 """Files of the git directory whose change can change every path's status."""
 GIT_REF_DIRS = ("refs", "reftable")
 """Folders of the git directory that hold the branches (files, or the reftable format)."""
-_LIMIT_ERRNOS = (errno.ENOSPC, errno.EMFILE)
-"""inotify's "watch limit" and "instance limit" errors."""
 _EVENTS: list[type[FileSystemEvent]] = [
     FileCreatedEvent,
     FileDeletedEvent,
@@ -489,105 +487,11 @@ class _WatchBudget:
 
 
 def _inotify_observer(prune: Callable[[bytes, bytes], bool], budget: _WatchBudget) -> BaseObserver:
-    """watchdog's inotify observer, except that it does not descend into pruned directories.
+    """watchdog's inotify observer, except that it does not descend into pruned directories
+    (`changes/inotify.py`, imported here: Linux only)."""
+    from lsp_agent.changes.inotify import PrunedObserver
 
-    watchdog watches every subdirectory of a recursive watch and skips silently those it cannot
-    watch (the watch limit included). This subclass walks with `prune` and raises the limit
-    error during the first walk, so the caller can fall back; after start, running out is
-    reported to `budget` instead of killing watchdog's reader thread.
-    """
-    from watchdog.observers.inotify import InotifyEmitter, InotifyWatchGroup
-    from watchdog.observers.inotify_c import InotifyFD
-
-    @dataclass
-    class PrunedWatchGroup(InotifyWatchGroup):
-        prune: Callable[[bytes, bytes], bool] | None = None
-        budget: _WatchBudget | None = None
-
-        def _add_all_callbacks(self, path: bytes) -> None:
-            starting = not self.is_active
-            if (
-                path != self.path
-                and self.prune is not None
-                and self.prune(os.path.dirname(path), path)
-            ):
-                return
-            try:
-                self._watch(path, required=path == self.path)
-                if not (self.is_recursive and os.path.isdir(path)):
-                    return
-                for top, dirnames, _ in os.walk(path):
-                    kept = []
-                    for name in dirnames:
-                        full = os.path.join(top, name)
-                        if os.path.islink(full) or (
-                            self.prune is not None and self.prune(top, full)
-                        ):
-                            continue
-                        if self._watch(full, required=False):
-                            kept.append(name)
-                    dirnames[:] = kept
-            except OSError as error:
-                if starting:
-                    raise
-                if error.errno in _LIMIT_ERRNOS and self.budget is not None:
-                    self.budget.report(error)
-
-        def _watch(self, path: bytes, *, required: bool) -> bool:
-            if self.budget is not None:
-                self.budget.take()
-            try:
-                wd = self._inotify_fd.add_callback(path, self.event_mask, self._callback, self._id)
-            except OSError as error:
-                if self.budget is not None:
-                    self.budget.give_back()
-                if required or error.errno in _LIMIT_ERRNOS:
-                    raise
-                return False
-            self._active_callbacks_by_path[path] = wd
-            self._active_callbacks_by_watch[wd] = path
-            return True
-
-        def _remove_watch_internally(self, wd: Any) -> None:
-            super()._remove_watch_internally(wd)
-            if self.budget is not None:
-                self.budget.give_back()
-
-        def on_queue_overflow(self) -> None:
-            super().on_queue_overflow()
-            if self.budget is not None:
-                self.budget.overflowed()
-
-    class PrunedEmitter(InotifyEmitter):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            self._prune = kwargs.pop("prune")
-            self._budget = kwargs.pop("budget")
-            super().__init__(*args, **kwargs)
-
-        def on_thread_start(self) -> None:
-            self._inotify = PrunedWatchGroup(
-                self._inotify_fd,
-                os.fsencode(self.watch.path),
-                is_recursive=self.watch.is_recursive,
-                event_mask=self.get_event_mask_from_filter(),
-                follow_symlink=False,
-                prune=self._prune,
-                budget=self._budget,
-            )
-
-    class PrunedObserver(BaseObserver):
-        def __init__(self) -> None:
-            self._inotify_fd = InotifyFD()
-            self._inotify_fd.start()
-            super().__init__(PrunedEmitter, inotify_fd=self._inotify_fd, prune=prune, budget=budget)
-
-        def on_thread_stop(self) -> None:
-            super().on_thread_stop()
-            self._inotify_fd.stop()
-            with contextlib.suppress(RuntimeError):
-                self._inotify_fd.join()
-
-    return PrunedObserver()
+    return PrunedObserver(prune, budget)
 
 
 def _halt(observer: BaseObserver) -> None:

@@ -32,15 +32,6 @@ def to_anthropic(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) ->
     """
     system: list[dict[str, Any]] = []
     out: list[dict[str, Any]] = []
-
-    def add(role: str, blocks: list[dict[str, Any]]) -> None:
-        if not blocks:
-            return
-        if out and out[-1]["role"] == role:
-            out[-1]["content"].extend(blocks)
-        else:
-            out.append({"role": role, "content": blocks})
-
     for message in messages:
         role = message.get("role")
         content = message.get("content")
@@ -50,30 +41,13 @@ def to_anthropic(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) ->
                 if text:
                     system.append({"type": "text", "text": text})
             else:
-                add("user", _text_blocks(text))
+                _append(out, "user", _text_blocks(text))
         elif role == "user":
-            add("user", _user_blocks(content))
+            _append(out, "user", _user_blocks(content))
         elif role == "assistant":
-            blocks = _text_blocks(_text_of(content))
-            for call in message.get("tool_calls") or []:
-                function = call.get("function") or {}
-                blocks.append(
-                    {
-                        "type": "tool_use",
-                        "id": call.get("id", ""),
-                        "name": function.get("name", ""),
-                        "input": _json_object(function.get("arguments")),
-                    }
-                )
-            add("assistant", blocks)
+            _append(out, "assistant", _assistant_blocks(message))
         elif role == "tool":
-            result: dict[str, Any] = {
-                "type": "tool_result",
-                "tool_use_id": message.get("tool_call_id", ""),
-            }
-            if text := _text_of(content):
-                result["content"] = text
-            add("user", [result])
+            _append(out, "user", [_tool_result(message)])
     if out and out[0]["role"] != "user":
         out.insert(0, {"role": "user", "content": [{"type": "text", "text": "(continued)"}]})
 
@@ -89,6 +63,41 @@ def to_anthropic(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) ->
     if tools:
         request["tools"] = [_anthropic_tool(tool) for tool in tools]
     return request
+
+
+def _append(out: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]) -> None:
+    """Append `blocks` to `out` as a message of `role`, merged into the last one if it has
+    that role (the API wants the roles to alternate)."""
+    if not blocks:
+        return
+    if out and out[-1]["role"] == role:
+        out[-1]["content"].extend(blocks)
+    else:
+        out.append({"role": role, "content": blocks})
+
+
+def _assistant_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """An assistant message's text and its tool calls as `tool_use` blocks."""
+    blocks = _text_blocks(_text_of(message.get("content")))
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") or {}
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": call.get("id", ""),
+                "name": function.get("name", ""),
+                "input": _json_object(function.get("arguments")),
+            }
+        )
+    return blocks
+
+
+def _tool_result(message: dict[str, Any]) -> dict[str, Any]:
+    """A tool message as a `tool_result` block."""
+    result: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.get("tool_call_id", "")}
+    if text := _text_of(message.get("content")):
+        result["content"] = text
+    return result
 
 
 class AnthropicProvider(HTTPProvider):
@@ -177,20 +186,9 @@ class AnthropicProvider(HTTPProvider):
         if kind == "message_start":
             draft.usage.update(_numbers(_object(event.get("message")).get("usage")))
         elif kind == "content_block_start":
-            block = _object(event.get("content_block"), "content_block")
-            if block.get("type") == "text" and block.get("text"):
-                sink.feed(draft.add_text(str(block["text"])))
-            elif block.get("type") == "tool_use":
-                call = draft.call(_index(event))
-                call.id, call.name = str(block.get("id", "")), str(block.get("name", ""))
-                if block.get("input"):
-                    call.arguments.append(json.dumps(block["input"]))
+            _block_start(draft, event, sink)
         elif kind == "content_block_delta":
-            delta = _object(event.get("delta"), "delta")
-            if delta.get("type") == "text_delta" and delta.get("text"):
-                sink.feed(draft.add_text(str(delta["text"])))
-            elif delta.get("type") == "input_json_delta":
-                draft.call(_index(event)).arguments.append(str(delta.get("partial_json", "")))
+            _block_delta(draft, event, sink)
         elif kind == "message_delta":
             reason = _object(event.get("delta"), "delta").get("stop_reason")
             if reason:
@@ -216,6 +214,27 @@ _EVENTS = frozenset(
     }
 )
 """The event types of a Messages stream."""
+
+
+def _block_start(draft: Draft, event: dict[str, Any], sink: ReplayingSink) -> None:
+    """A content block begins: text to stream, or a tool call with its id and name."""
+    block = _object(event.get("content_block"), "content_block")
+    if block.get("type") == "text" and block.get("text"):
+        sink.feed(draft.add_text(str(block["text"])))
+    elif block.get("type") == "tool_use":
+        call = draft.call(_index(event))
+        call.id, call.name = str(block.get("id", "")), str(block.get("name", ""))
+        if block.get("input"):
+            call.arguments.append(json.dumps(block["input"]))
+
+
+def _block_delta(draft: Draft, event: dict[str, Any], sink: ReplayingSink) -> None:
+    """More of a content block: text to stream, or a piece of a tool call's arguments."""
+    delta = _object(event.get("delta"), "delta")
+    if delta.get("type") == "text_delta" and delta.get("text"):
+        sink.feed(draft.add_text(str(delta["text"])))
+    elif delta.get("type") == "input_json_delta":
+        draft.call(_index(event)).arguments.append(str(delta.get("partial_json", "")))
 
 
 def _object(value: Any, name: str | None = None) -> dict[str, Any]:

@@ -293,6 +293,11 @@ def judge(words: list[str], places: Places, situation: Situation) -> str:
         return check(name, args, places, situation)
     if name not in SPECS:
         return "read-only command"
+    return _judge_by_spec(name, args, places, situation)
+
+
+def _judge_by_spec(name: str, args: list[str], places: Places, situation: Situation) -> str:
+    """Why the listed program `name` may run with `args`, read against its option spec."""
     parsed = parse_or_ask(name, SPECS[name], args)
     for value in parsed.paths():
         path_concern(value, places, situation)

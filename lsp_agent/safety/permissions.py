@@ -328,24 +328,7 @@ def _inline_scripts(
     wrapper (`timeout`, `env`, `xargs`, `find -exec` …) runs: unknown, but a denied command in
     them is still denied."""
     name = os.path.basename(words[0])
-    scripts: list[str] = []
-    if name in _SHELLS:
-        if "-c" in words[1:]:
-            index = words.index("-c", 1)
-            if index + 1 < len(words):
-                scripts.append(words[index + 1])
-        for redirect in command.redirects:
-            if redirect.body is not None:
-                scripts.append(redirect.body)
-            elif redirect.operator == "<<<" and redirect.target is not None:
-                scripts.append(redirect.target.value)
-    elif name == "eval":
-        scripts.append(" ".join(words[1:]))
-    elif name in _WRAPPERS or name == "find":
-        inner = _wrapped_command(list(words))
-        if inner:
-            scripts.append(shlex.join(inner))
-    for script in scripts:
+    for script in _scripts_run_by(name, command, words):
         if depth >= _MAX_DEPTH:
             parts.append(Part(None, opaque="nested shell strings too deep to check", top=False))
             return
@@ -357,12 +340,42 @@ def _inline_scripts(
     # Any here-document may end up in a shell (`cat <<EOF | sh`): a network tool in one is
     # denied, whatever reads it; nothing else in it counts.
     for redirect in command.redirects:
-        text = redirect.body
-        if text is None and redirect.operator == "<<<" and redirect.target is not None:
-            text = redirect.target.value
+        text = _fed_text(redirect)
         if text:
             for part in parse_command(text, depth + 1):
                 parts.append(Part(None, part.words, part.opaque, part.command, False, True))
+
+
+def _scripts_run_by(name: str, command: shellwords.Command, words: tuple[str, ...]) -> list[str]:
+    """The command lines that the program `name` runs as a script: a shell's `-c` string and
+    the text fed to its input, `eval`'s words, the command a wrapper runs."""
+    scripts: list[str] = []
+    if name in _SHELLS:
+        if "-c" in words[1:]:
+            index = words.index("-c", 1)
+            if index + 1 < len(words):
+                scripts.append(words[index + 1])
+        for redirect in command.redirects:
+            text = _fed_text(redirect)
+            if text is not None:
+                scripts.append(text)
+    elif name == "eval":
+        scripts.append(" ".join(words[1:]))
+    elif name in _WRAPPERS or name == "find":
+        inner = _wrapped_command(list(words))
+        if inner:
+            scripts.append(shlex.join(inner))
+    return scripts
+
+
+def _fed_text(redirect: shellwords.Redirect) -> str | None:
+    """The text a redirection feeds to the command's input: a here-document's body or a
+    here-string's word; None for the others."""
+    if redirect.body is not None:
+        return redirect.body
+    if redirect.operator == "<<<" and redirect.target is not None:
+        return redirect.target.value
+    return None
 
 
 def _wrapped_command(words: list[str]) -> list[str]:

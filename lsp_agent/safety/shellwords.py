@@ -132,6 +132,66 @@ class _PendingHeredoc:
     quoted: bool
 
 
+@dataclass
+class _Reading:
+    """Where one `_Lexer.script` call stands."""
+
+    script: Script = field(default_factory=Script)
+    """What is read so far."""
+    command: Command = field(default_factory=Command)
+    """The simple command being read."""
+    parens: int = 0
+    """`(` read and not yet closed."""
+    expect_target: tuple[str, str] | None = None
+    """A redirection operator and its descriptor, waiting for their word."""
+    fd: str = ""
+    """A descriptor number read just before a redirection operator."""
+
+    def finish(self, joined_by: str) -> None:
+        """End the command being read; the next one is joined to it by `joined_by`."""
+        command = self.command
+        if command.words or command.assignments or command.redirects or command.syntax:
+            self.script.commands.append(command)
+            self.command = Command(joined_by=joined_by)
+            return
+        if joined_by in ("&&", "||", "|", "&"):
+            self.script.syntax.append(f"a missing command before {joined_by}")
+        if not command.joined_by:
+            command.joined_by = joined_by
+
+    def drop_target(self) -> None:
+        """A redirection operator waiting for its word gets none (something else came)."""
+        if self.expect_target is not None:
+            self.script.syntax.append(f"{self.expect_target[0]} without a target")
+            self.expect_target = None
+
+
+@dataclass
+class _WordParts:
+    """A word as `_Lexer._word` reads it, part by part."""
+
+    value: list[str] = field(default_factory=list)
+    """The text after quote removal."""
+    pattern: list[str] = field(default_factory=list)
+    """The text as a glob pattern: quoted characters escaped, unquoted `*?[` kept."""
+    why: str | None = None
+    """The first reason bash may pass something else than the value."""
+    quoted: bool = False
+    """Whether any part was quoted or escaped."""
+    globbed: bool = False
+    """Whether an unquoted `*`, `?` or `[` was read."""
+
+    def because(self, reason: str | None) -> None:
+        """Keep `reason` unless an earlier one was kept."""
+        self.why = self.why or reason
+
+    def add(self, text: str, reason: str | None = None) -> None:
+        """Add `text`, taken literally (its glob characters are escaped in the pattern)."""
+        self.because(reason)
+        self.value.append(text)
+        self.pattern.append(_escape_glob(text))
+
+
 class _Lexer:
     """Reads one command line (or the inside of a `$(…)`) character by character."""
 
@@ -143,110 +203,111 @@ class _Lexer:
 
     def script(self, closer: str | None) -> Script:
         """Read commands until the end, or until `closer` (`)` of a `$(`) at depth zero."""
-        script = Script()
-        command = Command()
-        parens = 0
-        expect_target: tuple[str, str] | None = None  # operator and fd waiting for their word
-        fd = ""
-
-        def finish(joined_by: str) -> None:
-            nonlocal command
-            if command.words or command.assignments or command.redirects or command.syntax:
-                script.commands.append(command)
-                command = Command(joined_by=joined_by)
-                return
-            if joined_by in ("&&", "||", "|", "&"):
-                script.syntax.append(f"a missing command before {joined_by}")
-            if not command.joined_by:
-                command.joined_by = joined_by
-
+        state = _Reading()
         while self.i < len(self.s):
             char = self.s[self.i]
-            if char in _BLANKS:
-                self.i += 1
-                continue
-            if char == "\\" and self.s.startswith("\\\n", self.i):
-                script.syntax.append("a line continuation (backslash-newline)")
-                self.i += 2
-                continue
-            if char == "#" and expect_target is None:
-                end = self.s.find("\n", self.i)
-                self.i = len(self.s) if end < 0 else end
+            if self._skipped(state, char):
                 continue
             if char == "\n":
                 self.i += 1
-                if expect_target is not None:
-                    script.syntax.append(f"{expect_target[0]} without a target")
-                    expect_target = None
-                finish(";")
-                self._heredoc_bodies(script)
+                self._end_of_line(state)
                 continue
-            if closer == ")" and char == ")" and parens == 0:
+            if closer == ")" and char == ")" and state.parens == 0:
                 self.i += 1
-                finish("")
-                if expect_target is not None:
-                    script.syntax.append(f"{expect_target[0]} without a target")
-                return self._close(script)
+                state.finish("")
+                state.drop_target()
+                return self._close(state.script)
             operator = self._operator()
-            if operator is not None:
-                if operator in ("<(", ">("):
-                    word = self._process_substitution(script, operator)
-                    self._add_word(command, word, script)
-                    continue
-                if expect_target is not None:
-                    script.syntax.append(f"{expect_target[0]} without a target")
-                    expect_target = None
-                if operator in REDIRECTIONS:
-                    expect_target = (operator, fd)
-                    fd = ""
-                    continue
-                if operator in ("&&", "||", "|", "|&", ";", "&"):
-                    # A command sent to the background runs like one before `;` (and dies
-                    # with the rest when the call ends).
-                    finish("|" if operator == "|&" else operator)
-                    continue
-                if operator in (";;", ";&", ";;&"):
-                    script.syntax.append("a case statement")
-                    finish(";")
-                    continue
-                if operator == "(":
-                    if len(command.words) == 1 and self._peek_close_paren():
-                        script.syntax.append("a function definition")
-                    else:
-                        script.syntax.append("a subshell or grouping ( … )")
-                    parens += 1
-                    finish(";")
-                    continue
-                if operator == ")":
-                    parens -= 1
-                    script.syntax.append("a subshell or grouping ( … )")
-                    finish(";")
-                    continue
-            before = self.i
-            word = self._word(script)
-            if self.i == before:  # never stuck: an unexpected character is skipped
-                script.syntax.append(f"an unexpected character {char!r}")
-                self.i += 1
+            if operator is not None and self._apply_operator(state, operator):
                 continue
-            if expect_target is not None:
-                op, target_fd = expect_target
-                expect_target = None
-                self._redirect(command, op, target_fd, word)
-                continue
-            if self._is_fd(word):
-                fd = word.value
-                continue
-            self._add_word(command, word, script)
-        if expect_target is not None:
-            script.syntax.append(f"{expect_target[0]} without a target")
-        finish("")
-        if command.joined_by in ("&&", "||", "|"):
-            script.syntax.append(f"a missing command after {command.joined_by}")
+            self._take_word(state, char)
+        return self._end_of_text(state, closer)
+
+    def _skipped(self, state: _Reading, char: str) -> bool:
+        """Step over a blank, a line continuation or a comment at `self.i`; False if none."""
+        if char in _BLANKS:
+            self.i += 1
+            return True
+        if char == "\\" and self.s.startswith("\\\n", self.i):
+            state.script.syntax.append("a line continuation (backslash-newline)")
+            self.i += 2
+            return True
+        if char == "#" and state.expect_target is None:
+            end = self.s.find("\n", self.i)
+            self.i = len(self.s) if end < 0 else end
+            return True
+        return False
+
+    def _end_of_line(self, state: _Reading) -> None:
+        """A newline (consumed): it ends the command, then come the here-documents' bodies."""
+        state.drop_target()
+        state.finish(";")
+        self._heredoc_bodies(state.script)
+
+    def _apply_operator(self, state: _Reading, operator: str) -> bool:
+        """Act on an operator just read; False if it is none this reader knows."""
+        script = state.script
+        if operator in ("<(", ">("):
+            word = self._process_substitution(script, operator)
+            self._add_word(state.command, word, script)
+            return True
+        state.drop_target()
+        if operator in REDIRECTIONS:
+            state.expect_target = (operator, state.fd)
+            state.fd = ""
+            return True
+        if operator in ("&&", "||", "|", "|&", ";", "&"):
+            # A command sent to the background runs like one before `;` (and dies with the
+            # rest when the call ends).
+            state.finish("|" if operator == "|&" else operator)
+            return True
+        if operator in (";;", ";&", ";;&"):
+            script.syntax.append("a case statement")
+        elif operator == "(":
+            if len(state.command.words) == 1 and self._peek_close_paren():
+                script.syntax.append("a function definition")
+            else:
+                script.syntax.append("a subshell or grouping ( … )")
+            state.parens += 1
+        elif operator == ")":
+            state.parens -= 1
+            script.syntax.append("a subshell or grouping ( … )")
+        else:
+            return False
+        state.finish(";")
+        return True
+
+    def _take_word(self, state: _Reading, char: str) -> None:
+        """Read a word at `self.i` (starting with `char`): a redirection's target, a
+        descriptor number before an operator, or the command's next word."""
+        before = self.i
+        word = self._word(state.script)
+        if self.i == before:  # never stuck: an unexpected character is skipped
+            state.script.syntax.append(f"an unexpected character {char!r}")
+            self.i += 1
+            return
+        if state.expect_target is not None:
+            operator, fd = state.expect_target
+            state.expect_target = None
+            self._redirect(state.command, operator, fd, word)
+            return
+        if self._is_fd(word):
+            state.fd = word.value
+            return
+        self._add_word(state.command, word, state.script)
+
+    def _end_of_text(self, state: _Reading, closer: str | None) -> Script:
+        """The text ended: finish the last command and note what was left open."""
+        script = state.script
+        state.drop_target()
+        state.finish("")
+        if state.command.joined_by in ("&&", "||", "|"):
+            script.syntax.append(f"a missing command after {state.command.joined_by}")
         if self.pending:
             self._heredoc_bodies(script)
         if closer is not None:
             script.syntax.append(f"an unclosed {'$(' if closer == ')' else closer}")
-        if parens > 0:
+        if state.parens > 0:
             script.syntax.append("an unclosed (")
         return script
 
@@ -362,87 +423,69 @@ class _Lexer:
     def _word(self, script: Script) -> Word:
         """Read one word starting at `self.i` (not at a metacharacter)."""
         start = self.i
-        value: list[str] = []
-        pattern: list[str] = []
-        why: str | None = None
-        quoted = False
-        globbed = False
-
-        def because(reason: str) -> None:
-            nonlocal why
-            why = why or reason
-
-        while self.i < len(self.s):
+        parts = _WordParts()
+        while self.i < len(self.s) and self.s[self.i] not in _METACHARS:
             char = self.s[self.i]
-            if char in _METACHARS:
-                break
             if char == "'":
-                quoted = True
-                end = self.s.find("'", self.i + 1)
-                if end < 0:
-                    because("an unclosed single quote")
-                    end = len(self.s)
-                text = self.s[self.i + 1 : end]
-                value.append(text)
-                pattern.append(_escape_glob(text))
-                self.i = end + 1
-                continue
-            if char == '"':
-                quoted = True
+                self._single_quoted(parts)
+            elif char == '"':
+                parts.quoted = True
                 self.i += 1
-                text, reason = self._double_quoted_text(script, end_quote='"')
-                if reason is not None:
-                    because(reason)
-                value.append(text)
-                pattern.append(_escape_glob(text))
-                continue
-            if char == "\\":
-                quoted = True
-                if self.i + 1 >= len(self.s):
-                    value.append("\\")  # a trailing backslash stays
-                    pattern.append("\\\\")
-                    self.i += 1
-                    continue
-                following = self.s[self.i + 1]
-                self.i += 2
-                if following == "\n":
-                    because("a line continuation (backslash-newline)")
-                    continue
-                value.append(following)
-                pattern.append(_escape_glob(following))
-                continue
-            if char == "$":
+                parts.add(*self._double_quoted_text(script, end_quote='"'))
+            elif char == "\\":
+                self._escaped(parts)
+            elif char == "$":
                 text, reason = self._dollar(script, quoted_context=False)
-                if reason is not None:
-                    because(reason)
-                    quoted = quoted or reason.startswith("ANSI-C")
-                value.append(text)
-                pattern.append(_escape_glob(text))
-                continue
-            if char == "`":
-                text = self._backquote(script)
-                because("command substitution (`…`)")
-                value.append(text)
-                pattern.append(_escape_glob(text))
-                continue
-            if char == "\x00":
-                because("a NUL character")
-            if char in "*?[":
-                globbed = True
-                pattern.append(char)
-                value.append(char)
-                self.i += 1
-                continue
-            if char in "{}":
-                because("braces ({…}), which bash may expand")
-            if char == "~" and (self.i == start or self.s[self.i - 1] in "=:"):
-                because("a tilde (~), which bash expands to a home folder")
-            value.append(char)
-            pattern.append(_escape_glob(char))
-            self.i += 1
+                parts.quoted = parts.quoted or (reason is not None and reason.startswith("ANSI-C"))
+                parts.add(text, reason)
+            elif char == "`":
+                parts.add(self._backquote(script), "command substitution (`…`)")
+            else:
+                self._unquoted(parts, char, at_start=self.i == start)
         raw = self.s[start : self.i]
-        text = "".join(value)
-        return Word(raw, text, why, "".join(pattern) if globbed else None, quoted)
+        pattern = "".join(parts.pattern) if parts.globbed else None
+        return Word(raw, "".join(parts.value), parts.why, pattern, parts.quoted)
+
+    def _single_quoted(self, parts: _WordParts) -> None:
+        """A `'…'` part (at `self.i`): every character literal."""
+        parts.quoted = True
+        end = self.s.find("'", self.i + 1)
+        if end < 0:
+            parts.because("an unclosed single quote")
+            end = len(self.s)
+        parts.add(self.s[self.i + 1 : end])
+        self.i = end + 1
+
+    def _escaped(self, parts: _WordParts) -> None:
+        """A backslash (at `self.i`) and the character it quotes."""
+        parts.quoted = True
+        if self.i + 1 >= len(self.s):
+            parts.add("\\")  # a trailing backslash stays
+            self.i += 1
+            return
+        following = self.s[self.i + 1]
+        self.i += 2
+        if following == "\n":
+            parts.because("a line continuation (backslash-newline)")
+            return
+        parts.add(following)
+
+    def _unquoted(self, parts: _WordParts, char: str, at_start: bool) -> None:
+        """An unquoted character (at `self.i`) that starts no quote nor expansion."""
+        if char == "\x00":
+            parts.because("a NUL character")
+        if char in "*?[":
+            parts.globbed = True
+            parts.value.append(char)
+            parts.pattern.append(char)
+            self.i += 1
+            return
+        if char in "{}":
+            parts.because("braces ({…}), which bash may expand")
+        if char == "~" and (at_start or self.s[self.i - 1] in "=:"):
+            parts.because("a tilde (~), which bash expands to a home folder")
+        parts.add(char)
+        self.i += 1
 
     def _double_quoted_text(self, script: Script, end_quote: str | None) -> tuple[str, str | None]:
         """The text of a double-quoted string (the opening quote consumed) or of an expanding
