@@ -19,7 +19,7 @@ def test_a_full_ask_is_parsed() -> None:
                 "mode": "auto",
                 "futureKey": True,
             }
-        ]
+        ],
     )
     assert args.prompt == "explain" and args.session == "s1" and args.mode == "auto"
     assert args.range is not None and args.range.start.character == 2
