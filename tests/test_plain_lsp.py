@@ -283,3 +283,45 @@ async def test_a_turn_started_for_a_client_that_times_requests_out_reports_itsel
     assert cancelled == {"cancelled": True}
     message = await shown(helix, "the turn was cancelled")
     assert message.type == types.MessageType.Info
+
+
+@pytest.mark.parametrize(
+    ("setting_name", "named"),
+    [
+        (None, "lspAgent.model"),
+        ("setup({ settings = { %s = … } })", "setup({ settings = { model = … } })"),
+    ],
+)
+async def test_a_command_error_names_the_setting_the_way_the_client_sets_it(
+    tmp_path: Path,
+    model: ScriptedModel,
+    state_dir: Path,
+    home: Path,
+    setting_name: str | None,
+    named: str,
+) -> None:
+    folder = repository(tmp_path / "project", {"app.py": "x = 1\n"})
+    settings = {k: v for k, v in settings_for(model).items() if k != "model"}
+    options: dict[str, Any] = {"lspAgent": settings}
+    if setting_name is not None:
+        options["lspAgentClient"] = {"settingName": setting_name}
+    client = make_test_lsp_client()
+    await client.start_io(
+        sys.executable, "-m", "lsp_agent", "serve", env=server_env(state_dir, home)
+    )
+    client.set_configuration({"lspAgent": settings})
+    await client.initialize_session(
+        types.InitializeParams(
+            capabilities=client_capabilities("neovim"),
+            root_uri=folder.as_uri(),
+            initialization_options=options,
+        )
+    )
+    try:
+        with pytest.raises(JsonRpcException) as raised:
+            await command(client, "lspAgent.ask", {"prompt": "hi"})
+        assert f"no model configured: set {named}" in str(raised.value)
+        assert model.requests == []
+    finally:
+        await client.shutdown_session()
+        await client.stop()

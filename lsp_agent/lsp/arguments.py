@@ -64,13 +64,15 @@ class ClientOptions:
     an unknown method)."""
     shows_answers: bool = False
     """It shows answers and progress itself: no `window/showMessage` with the answer."""
-    setting_name: str = "%s"
+    setting_name: str = "lspAgent.%s"
     """How a setting is named to this client's user, `%s` standing for the key (`lspAgent.%s`
-    in VS Code, `setup({ settings = { %s = … } })` in the Neovim plugin)."""
+    in VS Code and plain clients, `setup({ settings = { %s = … } })` in the Neovim plugin)."""
 
     def setting(self, key: str) -> str:
         """The setting `key` in the words of this client's user."""
-        return self.setting_name.replace("%s", key) if "%s" in self.setting_name else key
+        if "%s" not in self.setting_name:
+            return f"lspAgent.{key}"
+        return self.setting_name.replace("%s", key)
 
 
 def client_options(raw: Any) -> ClientOptions:
@@ -81,7 +83,7 @@ def client_options(raw: Any) -> ClientOptions:
     return ClientOptions(
         events=raw.get("events") is True,
         shows_answers=raw.get("showsAnswers") is True,
-        setting_name=name if isinstance(name, str) and name.strip() else "%s",
+        setting_name=name if isinstance(name, str) and name.strip() else "lspAgent.%s",
     )
 
 

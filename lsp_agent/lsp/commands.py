@@ -69,7 +69,10 @@ def register(ls: AgentServer) -> None:
         agent, session = await _start_turn(ls, args)
         token = work_done_token.get()
         result = await turns.follow(agent, session, args.prompt, token)
-        return result.to_json()
+        answer = result.to_json()
+        if answer.get("error"):
+            answer["error"] = ls.in_client_words(answer["error"])
+        return answer
 
     @ls.command(names.START)
     async def start(*arguments: Any) -> dict[str, Any]:
@@ -121,14 +124,14 @@ def register(ls: AgentServer) -> None:
         session = _checked(lambda: session_argument(names.HISTORY, arguments, required=True))
         assert session is not None
         agent = await _agent(ls, await _folder(ls, session=session))
-        return await _user_errors_async(agent.history(session))
+        return await _user_errors_async(ls, agent.history(session))
 
     @ls.command(names.UNDO_TURN)
     async def undo_turn(*arguments: Any) -> dict[str, Any]:
         """Propose one edit that restores what a turn's accepted edits changed."""
         args = _checked(lambda: undo_arguments(arguments))
         agent = await _agent(ls, await _folder(ls, session=args.session))
-        return await _user_errors_async(agent.undo_turn(args.session, args.turn, args.mode))
+        return await _user_errors_async(ls, agent.undo_turn(args.session, args.turn, args.mode))
 
     @ls.command(names.STATUS)
     async def status(*arguments: Any) -> dict[str, Any]:
@@ -259,8 +262,8 @@ async def _start_turn(ls: AgentServer, args: AskArguments) -> tuple[Agent, Sessi
     selection = None
     if args.uri is not None:
         selection = await _selection(ls, agent, args)
-    await _user_errors_async(agent.load(args.session))
-    session = _user_errors(lambda: agent.start(args.prompt, args.session, selection, args.mode))
+    await _user_errors_async(ls, agent.load(args.session))
+    session = _user_errors(ls, lambda: agent.start(args.prompt, args.session, selection, args.mode))
     return agent, session
 
 
@@ -273,11 +276,11 @@ async def _folder(
 ) -> Folder:
     await ls.folders_ready.wait()
     where = _path_of(folder) if isinstance(folder, str) else folder
-    return _user_errors(lambda: ls.folders.choose(path=path, folder=where, session=session))
+    return _user_errors(ls, lambda: ls.folders.choose(path=path, folder=where, session=session))
 
 
 async def _agent(ls: AgentServer, folder: Folder) -> Agent:
-    return await _user_errors_async(ls.ensure_agent(folder))
+    return await _user_errors_async(ls, ls.ensure_agent(folder))
 
 
 async def _selection(ls: AgentServer, agent: Agent, args: AskArguments) -> Selection:
@@ -337,18 +340,19 @@ def _checked(parse: Callable[[], T]) -> T:
         raise JsonRpcInvalidParams.of(error) from None
 
 
-def _user_errors(call: Callable[[], T]) -> T:
+def _user_errors(ls: AgentServer, call: Callable[[], T]) -> T:
+    """`call()`, its user error an invalid-request answer in the client's words."""
     try:
         return call()
     except UserError as error:
-        raise JsonRpcInvalidRequest(message=str(error)) from None
+        raise JsonRpcInvalidRequest(message=ls.in_client_words(str(error))) from None
 
 
-async def _user_errors_async(awaitable: Awaitable[T]) -> T:
+async def _user_errors_async(ls: AgentServer, awaitable: Awaitable[T]) -> T:
     try:
         return await awaitable
     except UserError as error:
-        raise JsonRpcInvalidRequest(message=str(error)) from None
+        raise JsonRpcInvalidRequest(message=ls.in_client_words(str(error))) from None
 
 
 def selection_of(text: str, range_: Range, encoding: str, path: Path) -> Selection:
