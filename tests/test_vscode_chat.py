@@ -86,12 +86,18 @@ def test_a_turn_in_the_chat_renders_its_code_and_a_question_is_answered_in_place
         reply("I made the file."),
         reply("Asked from the palette, shown in the chat."),
     )
-    workbench = vscode.workbench
+    page, workbench = vscode.page, vscode.workbench
     ready(vscode)
     widen_sidebar(vscode)
     chat = open_chat(vscode)
 
-    send(chat, "write add")
+    # `#` picks a file to go along with the prompt.
+    box = chat.locator("#input")
+    box.click()
+    box.press_sequentially("write add #")
+    workbench.answer_input("hello.py", "LSP Agent: Add a File as Context")
+    chat.locator("#chips .chip-file", has_text="hello.py").wait_for()
+    box.press("Enter")
     turns_ended(chat, 1)
     answer = chat.locator(".item.answer").first
     # The code block is rendered, highlighted, with its lines exactly as the model wrote them.
@@ -102,8 +108,21 @@ def test_a_turn_in_the_chat_renders_its_code_and_a_question_is_answered_in_place
     assert answer.locator('button[aria-label="Copy the python code"]').is_visible()
     assert answer.locator('button[aria-label="Insert the python code at the cursor"]').is_visible()
     assert chat.locator(".item.status-completed .status-usage").text_content()
-    assert user_texts(model.requests[0])[0] == "write add"
+    assert chat.locator(".item.prompt .chip-file", has_text="hello.py").is_visible()
+    assert user_texts(model.requests[0])[0] == (
+        "write add\n\nFiles the user added as context (read them): `hello.py`"
+    )
     vscode.save_media(workbench.screenshot(vscode.shots / "chat.png"))
+
+    # Insert at Cursor puts the code where the cursor is in the file the user was in.
+    open_file(vscode, "hello.py")
+    page.keyboard.press("Control+End")
+    answer.get_by_role("button", name="Insert the python code at the cursor").click()
+    workbench.run_command("File: Save")
+    greeting = 'def greet():\n    return "hello"\n'
+    harness.wait_until(
+        lambda: (workspace / "hello.py").read_text() == greeting + CODE, 30, "the inserted code"
+    )
 
     # A command that needs approval: the question waits in the conversation.
     send(chat, "make a file")

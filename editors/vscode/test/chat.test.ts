@@ -286,6 +286,12 @@ describe('markdown', () => {
         assert.ok(html.includes('&lt;script&gt;'), html);
     });
 
+    it('fetches no image: it is a link the user may follow', () => {
+        const html = md.render('![logo](https://example.com/logo.png)');
+        assert.ok(!html.includes('<img'), html);
+        assert.ok(html.includes('<a href="https://example.com/logo.png"'), html);
+    });
+
     it('refuses javascript: links', () => {
         const html = md.render('[click](javascript:alert(1))');
         assert.ok(!html.includes('href="javascript'), html);

@@ -1,6 +1,7 @@
 /**
  * The chat's Markdown: markdown-it with raw HTML off (the model's text is never markup), links
- * limited to what markdown-it validates (no `javascript:`), and fenced code highlighted by
+ * limited to what markdown-it validates (no `javascript:`), images left as links (nothing is
+ * fetched), and fenced code highlighted by
  * highlight.js (its core, with the languages registered here), each block with Copy and Insert
  * buttons. Bundled into the webview: nothing is fetched. Pure: also runs under Node's tests.
  */
@@ -64,6 +65,8 @@ export function highlighted(language: string): boolean {
 
 export function createMarkdown(): MarkdownIt.MarkdownIt {
     const md = new MarkdownIt(MARKDOWN_OPTIONS);
+    // An image would be fetched from wherever the model pointed: it stays a link.
+    md.disable('image');
     const escape = md.utils.escapeHtml;
     md.renderer.rules.fence = (tokens, index) => {
         const token = tokens[index];

@@ -53,6 +53,8 @@ export class ChatView implements TurnView, vscode.WebviewViewProvider, vscode.We
     private editor: vscode.TextEditor | undefined;
     private offline: string | undefined;
     private lastState = '';
+    /** How much of each streaming answer the webviews have: the rest goes as `append`. */
+    private readonly sentText = new Map<number, number>();
 
     constructor(
         private readonly context: vscode.ExtensionContext,
@@ -277,7 +279,7 @@ export class ChatView implements TurnView, vscode.WebviewViewProvider, vscode.We
                 this.post({ type: 'focus' });
                 break;
             case 'addFile':
-                await this.addFiles();
+                await this.addFile();
                 break;
             case 'removeFile':
                 this.files = this.files.filter((file) => file !== message.path);
@@ -325,7 +327,7 @@ export class ChatView implements TurnView, vscode.WebviewViewProvider, vscode.We
             options.range = context.range;
             options.selection = context.ref;
         }
-        const prompt = withContextFiles(text, this.files);
+        const prompt = withContextFiles(text.trim(), this.files);
         this.files = [];
         this.pushState();
         await turns.ask(prompt, false, options);
@@ -343,24 +345,21 @@ export class ChatView implements TurnView, vscode.WebviewViewProvider, vscode.We
         }
     }
 
-    private async addFiles(): Promise<void> {
+    /** The `#` picker: one file of the workspace, added for the next prompt. */
+    private async addFile(): Promise<void> {
         const found = await vscode.workspace.findFiles('**/*', '{**/node_modules/**,**/.git/**,**/.venv/**,**/__pycache__/**}', FILES_LISTED);
         const items = found
             .map((uri) => vscode.workspace.asRelativePath(uri, false))
+            .filter((rel) => !this.files.includes(rel))
             .sort()
-            .map((rel) => ({ label: path.basename(rel), description: path.dirname(rel) === '.' ? '' : path.dirname(rel), rel, picked: this.files.includes(rel) }));
+            .map((rel) => ({ label: path.basename(rel), description: path.dirname(rel) === '.' ? '' : path.dirname(rel), rel }));
         const picked = await vscode.window.showQuickPick(items, {
-            title: 'LSP Agent: Add Files as Context',
-            placeHolder: 'Files the agent reads with your next prompt',
-            canPickMany: true,
+            title: 'LSP Agent: Add a File as Context',
+            placeHolder: 'A file the agent reads with your next prompt',
             matchOnDescription: true,
         });
         if (picked) {
-            for (const item of picked) {
-                if (!this.files.includes(item.rel)) {
-                    this.files.push(item.rel);
-                }
-            }
+            this.files.push(picked.rel);
             this.pushState();
         }
         this.post({ type: 'focus' });
@@ -529,6 +528,12 @@ export class ChatView implements TurnView, vscode.WebviewViewProvider, vscode.We
 
     private reset(webview: vscode.Webview): void {
         this.lastState = JSON.stringify(this.state());
+        this.sentText.clear();
+        for (const item of this.model.items) {
+            if (item.kind === 'answer' && item.streaming) {
+                this.sentText.set(item.key, item.text.length);
+            }
+        }
         void webview.postMessage({ type: 'reset', items: this.model.items, state: this.state(), prompts: this.prompts() } satisfies ToWebview);
     }
 
@@ -547,6 +552,18 @@ export class ChatView implements TurnView, vscode.WebviewViewProvider, vscode.We
                 continue;
             }
             sent.add(item);
+            const had = this.sentText.get(item.key);
+            if (item.kind === 'answer' && item.streaming && had !== undefined && had <= item.text.length) {
+                // A streamed chunk (the model only appends to it): only what is new crosses over.
+                this.post({ type: 'append', key: item.key, text: item.text.slice(had) });
+                this.sentText.set(item.key, item.text.length);
+                continue;
+            }
+            if (item.kind === 'answer' && item.streaming) {
+                this.sentText.set(item.key, item.text.length);
+            } else {
+                this.sentText.delete(item.key);
+            }
             this.post({ type: 'upsert', item, before: this.model.items[at + 1]?.key });
         }
         this.pushState();
@@ -616,7 +633,7 @@ function page(webview: vscode.Webview, root: vscode.Uri, host: 'view' | 'panel')
   <div id="chips" class="chips" aria-label="Context sent with the prompt" hidden></div>
   <textarea id="input" rows="3" aria-label="Ask the agent" aria-describedby="hint" placeholder="Ask the agent… (# adds a file)"></textarea>
   <div class="actions">
-    <button id="attach" class="icon-button" title="Add Files as Context (#)" aria-label="Add files as context"><i class="codicon codicon-attach" aria-hidden="true"></i></button>
+    <button id="attach" class="icon-button" title="Add a File as Context (#)" aria-label="Add a file as context"><i class="codicon codicon-attach" aria-hidden="true"></i></button>
     <span id="hint" class="hint">Enter sends · Shift+Enter new line · ↑ ↓ earlier prompts</span>
     <button id="send" class="primary" aria-label="Send"><i class="codicon codicon-send" aria-hidden="true"></i><span>Send</span></button>
     <button id="stop" class="secondary" aria-label="Stop the turn" hidden><i class="codicon codicon-debug-stop" aria-hidden="true"></i><span>Stop</span></button>

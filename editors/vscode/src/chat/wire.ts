@@ -24,6 +24,8 @@ export type ToWebview =
     | { type: 'reset'; items: ChatItem[]; state: ChatState; prompts: string[] }
     /** Draw `item` again, or add it before the item keyed `before` (at the end when none). */
     | { type: 'upsert'; item: ChatItem; before?: number }
+    /** More text of the streaming answer keyed `key` (it was sent whole before). */
+    | { type: 'append'; key: number; text: string }
     | { type: 'remove'; key: number }
     | { type: 'state'; state: ChatState }
     /** Something to announce to screen readers. */

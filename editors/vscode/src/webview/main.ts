@@ -39,6 +39,8 @@ let prompts = new PromptHistory();
 /** The selection chip the user removed (its label): not sent until the selection changes. */
 let dismissed: string | undefined;
 const elements = new Map<number, HTMLElement>();
+/** The items drawn, by key (a streaming answer grows by `append`). */
+const drawn = new Map<number, ChatItem>();
 const pending = new Map<number, ChatItem>();
 let frame = 0;
 
@@ -355,7 +357,9 @@ function place(item: ChatItem, before?: number): void {
         const hadFocus = old.contains(document.activeElement);
         old.replaceWith(made);
         if (hadFocus) {
-            (made.querySelector('button:not([disabled])') as HTMLElement | null)?.focus();
+            // The card changed under the keyboard (a question answered): the focus stays near.
+            const next = made.querySelector('button:not([disabled]), summary') as HTMLElement | null;
+            (next ?? input).focus();
         }
     } else {
         const next = before !== undefined ? elements.get(before) : undefined;
@@ -366,6 +370,7 @@ function place(item: ChatItem, before?: number): void {
         }
     }
     elements.set(item.key, made);
+    drawn.set(item.key, item);
 }
 
 function drawPending(): void {
@@ -437,6 +442,7 @@ window.addEventListener('message', (event: MessageEvent<ToWebview>) => {
         case 'reset': {
             log.replaceChildren();
             elements.clear();
+            drawn.clear();
             pending.clear();
             for (const item of message.items) {
                 place(item);
@@ -462,9 +468,19 @@ window.addEventListener('message', (event: MessageEvent<ToWebview>) => {
                 }
             }
             break;
+        case 'append': {
+            const item = pending.get(message.key) ?? drawn.get(message.key);
+            if (item?.kind === 'answer') {
+                item.text += message.text;
+                pending.set(item.key, item);
+                frame ||= requestAnimationFrame(drawPending);
+            }
+            break;
+        }
         case 'remove':
             elements.get(message.key)?.remove();
             elements.delete(message.key);
+            drawn.delete(message.key);
             pending.delete(message.key);
             break;
         case 'state':
