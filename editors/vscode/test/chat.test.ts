@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { PromptHistory } from '../src/chat/input';
-import { createMarkdown, MARKDOWN_OPTIONS } from '../src/chat/markdown';
+import { createMarkdown, MARKDOWN_OPTIONS, settledLength } from '../src/chat/markdown';
 import { ChatItem, ChatModel, editOutcome, splitContextFiles, withContextFiles } from '../src/chat/model';
 import type { AgentEvent, HistoryItem } from '../src/protocol';
 
@@ -312,6 +312,32 @@ describe('markdown', () => {
         const html = md.render('```brainfudge\n<b>x</b>\n```\n');
         assert.ok(html.includes('&lt;b&gt;x&lt;/b&gt;'), html);
         assert.ok(html.includes('data-language="brainfudge"'), html);
+    });
+});
+
+describe('settledLength', () => {
+    it('ends after the last blank line', () => {
+        const text = 'one\n\ntwo\n\nthr';
+        assert.equal(text.slice(0, settledLength(text)), 'one\n\ntwo\n\n');
+    });
+
+    it('never ends inside a code block, whose blank lines are code', () => {
+        const text = 'intro\n\n```python\na = 1\n\nb = 2\n';
+        assert.equal(text.slice(0, settledLength(text)), 'intro\n\n');
+        const closed = text + '```\n\nafter';
+        assert.equal(closed.slice(0, settledLength(closed)), text + '```\n\n');
+    });
+
+    it('renders, in two parts, what the whole renders', () => {
+        const md = createMarkdown();
+        const text = 'Here:\n\n```js\nlet a = 1;\n\nlet b = 2;\n```\n\nDone **now**.\n';
+        const cut = settledLength(text);
+        assert.equal(md.render(text.slice(0, cut)) + md.render(text.slice(cut)), md.render(text));
+    });
+
+    it('is nothing while the first paragraph is written', () => {
+        assert.equal(settledLength('no blank line yet\nstill'), 0);
+        assert.equal(settledLength(''), 0);
     });
 });
 

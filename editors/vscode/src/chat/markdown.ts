@@ -105,3 +105,31 @@ export function createMarkdown(): MarkdownIt.MarkdownIt {
     };
     return md;
 }
+
+/**
+ * Where a streaming answer's settled part ends: after the last blank line that is outside a
+ * fenced code block. What comes before it no longer changes as more text arrives, so it is drawn
+ * once; only the rest is drawn again at each chunk (the whole answer is drawn again at its end).
+ */
+export function settledLength(text: string): number {
+    let settled = 0;
+    let fence: string | undefined;
+    let at = 0;
+    while (at < text.length) {
+        const end = text.indexOf('\n', at);
+        if (end < 0) {
+            break; // the last line is still being written
+        }
+        const line = text.slice(at, end);
+        const marker = /^ {0,3}(`{3,}|~{3,})/.exec(line)?.[1];
+        if (fence === undefined && marker) {
+            fence = marker;
+        } else if (fence !== undefined && marker && marker[0] === fence[0] && marker.length >= fence.length && line.trim() === marker) {
+            fence = undefined;
+        } else if (fence === undefined && line.trim() === '' && at > 0) {
+            settled = end + 1;
+        }
+        at = end + 1;
+    }
+    return settled;
+}

@@ -7,8 +7,8 @@
  */
 import { describeArguments, formatDuration, formatTokens, usageText } from '../events';
 import { PromptHistory } from '../chat/input';
-import { createMarkdown } from '../chat/markdown';
-import type { ChatItem, EditItem, QuestionItem, ReviewRef, StatusItem, ToolItem } from '../chat/model';
+import { createMarkdown, settledLength } from '../chat/markdown';
+import type { AnswerItem, ChatItem, EditItem, QuestionItem, ReviewRef, StatusItem, ToolItem } from '../chat/model';
 import { selectionLabel } from '../chat/model';
 import type { ChatState, FromWebview, ToWebview } from '../chat/wire';
 
@@ -96,6 +96,29 @@ function markdown(text: string): HTMLElement {
     return body;
 }
 
+/** The settled part of each streaming answer, drawn once: its length and its HTML. */
+const settled = new Map<number, { length: number; html: string }>();
+
+/**
+ * A streaming answer: its settled part from the cache (each newly settled part rendered once),
+ * the rest rendered again. The finished answer is rendered whole, as the history shows it.
+ */
+function answerBody(item: AnswerItem): HTMLElement {
+    if (!item.streaming) {
+        settled.delete(item.key);
+        return markdown(item.text);
+    }
+    const cut = settledLength(item.text);
+    let cached = settled.get(item.key) ?? { length: 0, html: '' };
+    if (cut > cached.length) {
+        cached = { length: cut, html: cached.html + md.render(item.text.slice(cached.length, cut)) };
+        settled.set(item.key, cached);
+    }
+    const body = h('div', { class: 'markdown' });
+    body.innerHTML = cached.html + md.render(item.text.slice(cached.length));
+    return body;
+}
+
 function pre(text: string, label: string): HTMLElement {
     return h('pre', { class: 'plain', 'aria-label': label, tabindex: '0' }, text);
 }
@@ -119,7 +142,7 @@ function render(item: ChatItem): HTMLElement {
             );
         case 'answer': {
             const article = h('article', { class: `item answer${item.streaming ? ' streaming' : ''}`, 'aria-label': 'The agent answered', 'aria-busy': item.streaming ? 'true' : 'false' });
-            article.append(h('div', { class: 'who' }, icon('hubot'), h('span', {}, 'LSP Agent')), markdown(item.text));
+            article.append(h('div', { class: 'who' }, icon('hubot'), h('span', {}, 'LSP Agent')), answerBody(item));
             return article;
         }
         case 'tool':
@@ -443,6 +466,7 @@ window.addEventListener('message', (event: MessageEvent<ToWebview>) => {
             log.replaceChildren();
             elements.clear();
             drawn.clear();
+            settled.clear();
             pending.clear();
             for (const item of message.items) {
                 place(item);
