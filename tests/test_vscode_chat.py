@@ -114,15 +114,15 @@ def test_a_turn_in_the_chat_renders_its_code_and_a_question_is_answered_in_place
     )
     vscode.save_media(workbench.screenshot(vscode.shots / "chat.png"))
 
-    # Insert at Cursor puts the code where the cursor is in the file the user was in.
+    # Insert at Cursor puts the code over the selection in the file the user was in (the chip
+    # says the extension has seen the selection).
     open_file(vscode, "hello.py")
-    page.keyboard.press("Control+End")
+    page.keyboard.press("Control+A")
+    chat.locator("#chips .chip-selection", has_text="hello.py:1-2").wait_for()
     answer.get_by_role("button", name="Insert the python code at the cursor").click()
+    page.locator(".editor-instance .view-lines", has_text="return a + b").wait_for()
     workbench.run_command("File: Save")
-    greeting = 'def greet():\n    return "hello"\n'
-    harness.wait_until(
-        lambda: (workspace / "hello.py").read_text() == greeting + CODE, 30, "the inserted code"
-    )
+    harness.wait_until(lambda: (workspace / "hello.py").read_text() == CODE, 30, "the code")
 
     # A command that needs approval: the question waits in the conversation.
     send(chat, "make a file")

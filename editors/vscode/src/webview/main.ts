@@ -408,6 +408,13 @@ function drawPending(): void {
     }
 }
 
+function flushPending(): void {
+    if (frame) {
+        cancelAnimationFrame(frame);
+        drawPending();
+    }
+}
+
 function drawState(): void {
     welcome.hidden = elements.size > 0;
     log.hidden = elements.size === 0;
@@ -482,8 +489,10 @@ window.addEventListener('message', (event: MessageEvent<ToWebview>) => {
                 pending.set(message.item.key, message.item);
                 frame ||= requestAnimationFrame(drawPending);
             } else {
+                // What changed before comes first: the DOM never shows a later item beside an
+                // earlier one's stale state (the end of a turn beside its answer still streaming).
+                flushPending();
                 const stick = atBottom();
-                pending.delete(message.item.key);
                 place(message.item, message.before);
                 welcome.hidden = true;
                 log.hidden = false;
@@ -502,6 +511,7 @@ window.addEventListener('message', (event: MessageEvent<ToWebview>) => {
             break;
         }
         case 'remove':
+            flushPending();
             elements.get(message.key)?.remove();
             elements.delete(message.key);
             drawn.delete(message.key);
