@@ -495,16 +495,6 @@ export class ChatModel {
         return { upsert: [item], remove: [] };
     }
 
-    /** An answer that could not be sent: the card is open again. */
-    answerFailed(key: number): Change {
-        const item = this.items.find((i) => i.key === key);
-        if (item?.kind !== 'question' || item.state !== 'answering') {
-            return { upsert: [], remove: [] };
-        }
-        item.state = 'open';
-        return { upsert: [item], remove: [] };
-    }
-
     /** A review opened (`review`) or closed (undefined): on the running edit card, else its own card. */
     setReview(review: ReviewRef | undefined): Change {
         const change: Change = { upsert: [], remove: [] };
