@@ -51,14 +51,22 @@ async def test_the_history_after_a_restart_is_the_conversation_that_was_shown(
 
     assert [vars(item) for item in restored] == [vars(item) for item in live]
     kinds = [item.type for item in live]
-    assert kinds == ["prompt", "tool", "tool", "edit", "answer", "status"], kinds
-    prompt, read, edit, landed, answer, status = live
+    assert kinds == ["prompt", "tool", "tool", "edit", "answer", "usage", "status"], kinds
+    prompt, read, edit, landed, answer, usage, status = live
     assert prompt.text == "make it friendlier"
     assert (read.name, read.ok, read.summary) == ("read_file", True, "read hello.py")
     assert edit.name == "edit_file" and edit.args.new == '"hi there"' and edit.ok
     assert landed.path == "hello.py" and landed.undoable
     assert answer.text == "I made it say **hi there**."
     assert status.status == "completed"
+    # What the editor was shown as the turn ran is what the history gives back.
+    shown = editor.events_of("toolResult")
+    assert [event["result"] for event in shown] == [read.result, edit.result]
+    assert "applied" in edit.result
+    events = editor.events_of("usage")
+    assert usage.calls == len(events) == 3
+    assert usage.inputTokens == sum(event["inputTokens"] for event in events)
+    assert usage.outputTokens == sum(event["outputTokens"] for event in events)
 
 
 async def test_undo_restores_the_turn_and_keeps_what_the_user_typed_since(
@@ -130,6 +138,49 @@ async def test_each_turn_reports_its_tokens_and_the_session_its_total_and_cost(
         (session,) = status.sessions
         assert session.usage.inputTokens == 1000 and session.usage.outputTokens == 1
         assert session.usage.cost == pytest.approx(usage["cost"])
+        # The history gives each turn's use too, priced: a chat shows it after a restart.
+        history = await editor.command("lspAgent.history", {"session": result.session})
+        (used,) = [item for item in history if item.type == "usage"]
+        assert (used.turn, used.inputTokens, used.cachedTokens, used.outputTokens) == (
+            1,
+            1000,
+            600,
+            1,
+        )
+        assert used.cost == pytest.approx(usage["cost"])
     finally:
         await editor.client.shutdown_session()
         await editor.client.stop()
+
+
+def test_an_older_transcript_without_turns_on_usage_gives_each_turn_its_use() -> None:
+    from lsp_agent.agent.history import conversation
+
+    def used(prompt: int, completion: int) -> dict[str, Any]:
+        return {
+            "type": "event",
+            "kind": "usage",
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+        }
+
+    records = [
+        {"type": "event", "kind": "prompt", "turn": 1, "prompt": "one"},
+        used(100, 5),
+        used(150, 7),
+        {"type": "turn", "turn": 1, "status": "completed"},
+        {"type": "event", "kind": "prompt", "turn": 2, "prompt": "two"},
+        used(300, 1),
+    ]
+
+    items = conversation(records)
+
+    assert [item["type"] for item in items] == ["prompt", "usage", "status", "prompt", "usage"]
+    first, second = (item for item in items if item["type"] == "usage")
+    assert (first["turn"], first["inputTokens"], first["outputTokens"], first["calls"]) == (
+        1,
+        250,
+        12,
+        2,
+    )
+    assert (second["turn"], second["inputTokens"], second["calls"]) == (2, 300, 1)

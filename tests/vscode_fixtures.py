@@ -154,3 +154,21 @@ def output_lines(page: Page) -> Any:
 def review_button(page: Page, name: str) -> Any:
     """An action in the editor title of the diff review, by its accessible name."""
     return page.locator(f'.editor-actions .action-label[aria-label^="{name}"]').first
+
+
+def chat_frame(page: Page) -> Any:
+    """The content of the chat view's webview (VS Code nests it in two iframes, laid over the
+    workbench outside the side bar's DOM; the chat is the only webview these tests open).
+
+    Locators inside it wait and retry like any other: after a window reload they find the new
+    webview."""
+    view = page.locator("iframe.webview.ready").first
+    return view.content_frame.locator("#active-frame").content_frame
+
+
+def open_chat(vscode: VSCode) -> Any:
+    """Show the chat view (LSP Agent: Open Chat) and wait until its input is there."""
+    vscode.workbench.run_command("LSP Agent: Open Chat")
+    chat = chat_frame(vscode.page)
+    chat.locator("#input").wait_for()
+    return chat

@@ -6,7 +6,9 @@ into displayable items, in order, so that a chat view can show a past session af
 - `prompt` (`text`, `selection?`), `answer` (`text`: the model's Markdown), `tool` (`name`, `args`,
   `ok`, `summary`, `result`: the text the model got, shortened), `question` (`name`, `text`,
   `answer`, `state`), `edit` (`path`, `applied`, and for an applied one `undoable`), `compaction`
-  (`strategy`, `before`, `after`), `undo` (`turn`, `files`), `status` (`status`, `error?`).
+  (`strategy`, `before`, `after`), `undo` (`turn`, `files`), `usage` (`inputTokens`,
+  `cachedTokens`, `outputTokens`, `calls`: what the turn's model calls used, summed; just before
+  the turn's `status`), `status` (`status`, `error?`).
 
 Every item carries the `turn` it belongs to. Pure: no I/O.
 """
@@ -26,18 +28,47 @@ def conversation(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     prompted: set[int] = set()
     tools: dict[str, dict[str, Any]] = {}
+    used: dict[int, dict[str, Any]] = {}
     for record in records:
         kind, turn = record.get("type"), record.get("turn", 0)
         if kind == "message":
             _message(record, turn, items, prompted, tools)
+        elif kind == "event" and record.get("kind") == "usage":
+            # Older transcripts did not say the turn: it is the last one prompted.
+            _add_usage(used, record.get("turn", max(prompted, default=0)), record)
         elif kind == "event":
             _event(record, turn, items, prompted, tools)
         elif kind == "turn":
+            if turn in used:
+                items.append(used.pop(turn))
             status = {"type": "status", "turn": turn, "status": record.get("status")}
             if record.get("error"):
                 status["error"] = record["error"]
             items.append(status)
+    items.extend(used.values())  # a turn still running
     return items
+
+
+def _add_usage(used: dict[int, dict[str, Any]], turn: int, record: Mapping[str, Any]) -> None:
+    item = used.setdefault(
+        turn,
+        {
+            "type": "usage",
+            "turn": turn,
+            "inputTokens": 0,
+            "cachedTokens": 0,
+            "outputTokens": 0,
+            "calls": 0,
+        },
+    )
+    item["inputTokens"] += _count(record.get("prompt_tokens"))
+    item["cachedTokens"] += _count(record.get("cached_tokens"))
+    item["outputTokens"] += _count(record.get("completion_tokens"))
+    item["calls"] += 1
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _message(

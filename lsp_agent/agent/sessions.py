@@ -26,7 +26,7 @@ from lsp_agent.context.reminder import FileChangeSource
 from lsp_agent.context.tokens import TokenMeter, request_bytes
 from lsp_agent.context.view import ContextState, build_request, restore_state
 from lsp_agent.errors import UserError
-from lsp_agent.messages import estimate_tokens
+from lsp_agent.messages import Usage, estimate_tokens
 from lsp_agent.model import Provider, make_provider
 from lsp_agent.port import Document, EditorPort, FileChange
 from lsp_agent.safety.sandbox import Sandbox
@@ -323,7 +323,16 @@ class Agent:
     async def history(self, session_id: str) -> list[dict[str, Any]]:
         """The session's conversation as displayable items, read from its transcript."""
         transcript = (await self._loaded(session_id)).transcript
-        return conversation(await asyncio.to_thread(transcript.records))
+        items = conversation(await asyncio.to_thread(transcript.records))
+        for item in items:
+            if item["type"] == "usage":
+                used = Usage(
+                    item["inputTokens"], item["outputTokens"], item["cachedTokens"], estimated=False
+                )
+                spent = cost(used, self.settings.prices)
+                if spent is not None:
+                    item["cost"] = spent
+        return items
 
     async def undo_turn(
         self, session_id: str, turn: int | None = None, mode: str | None = None

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from lsp_agent.agent.conversation import Selection, Session, TurnResult, added, cost
+from lsp_agent.agent.history import RESULT_CHARS
 from lsp_agent.agent.instructions import changed_note
 from lsp_agent.config import Settings
 from lsp_agent.context.layers import ContextEvent, before_call, end_of_turn
@@ -243,7 +244,15 @@ class Turn:
             result = ToolResult(text=text, ok=False, summary=text[:200], reason="crash")
         if result.permission is not None:
             self.emit("permission", **result.permission)
-        self.emit("toolResult", name=call.name, ok=result.ok, summary=result.summary)
+        # The text the model got, as `lspAgent.history` gives it: a chat shows the same details
+        # live and after a restart (an edit's per-hunk outcome, a command's output).
+        self.emit(
+            "toolResult",
+            name=call.name,
+            ok=result.ok,
+            summary=result.summary,
+            result=result.text[:RESULT_CHARS],
+        )
         for path, applied in result.edits:
             self.emit("edit", uri=path.as_uri(), applied=applied)
         transcript = self.session.transcript
@@ -340,6 +349,7 @@ class Turn:
             {
                 "type": "event",
                 "kind": "usage",
+                "turn": self.number,
                 "prompt_tokens": usage.prompt_tokens,
                 "completion_tokens": usage.completion_tokens,
                 "cached_tokens": usage.cached_tokens,

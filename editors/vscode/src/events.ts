@@ -190,6 +190,9 @@ export class TurnWriter {
                 this.usage = addUsage(this.usage, event);
                 return '';
             case 'compaction':
+                if (event.phase !== undefined) {
+                    return ''; // a compaction starting: its figures come when it is done
+                }
                 return this.line(
                     `_context compacted (${event.strategy}): ${event.before} → ${event.after} tokens_`,
                     true,
@@ -359,7 +362,9 @@ export function stepOf(event: AgentEvent, root?: string): string | undefined {
         case 'permission':
             return `${event.name}: ${event.decision}`;
         case 'compaction':
-            return `context compacted: ${event.before} → ${event.after} tokens`;
+            return event.phase !== undefined
+                ? 'compacting the context…'
+                : `context compacted: ${event.before} → ${event.after} tokens`;
         case 'status':
             return event.status;
         case 'start':

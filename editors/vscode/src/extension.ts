@@ -1,11 +1,12 @@
 /**
- * LSP Agent for VS Code: wires the language client, the output, the review, the questions and
- * the commands. The agent lives in the server; this extension holds UI only.
+ * LSP Agent for VS Code: wires the language client, the output, the chat view, the review, the
+ * questions and the commands. The agent lives in the server; this extension holds UI only.
  */
 import * as vscode from 'vscode';
 import { createLog, traceInfo } from './common/log';
 import { Server } from './common/server';
 import { workspaceRoot } from './common/settings';
+import { ChatView } from './chat/view';
 import { Output } from './output';
 import { ANSWER_COMMAND, Questions } from './questions';
 import { Review } from './review';
@@ -17,7 +18,11 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     const log = createLog();
     const output = new Output(workspaceRoot()?.uri.fsPath);
     let turns: Turns | undefined;
-    const questions = new Questions(() => turns?.sessionOfRunningTurn());
+    let chat: ChatView | undefined;
+    const questions = new Questions(
+        () => turns?.sessionOfRunningTurn(),
+        (session) => chat?.showsQuestionsOf(session) === true,
+    );
     const review = new Review({
         toCode: async (edit) => {
             const client = await server?.ensure();
@@ -33,6 +38,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         onQuestion: (params, token) => questions.handle(params, token),
         onStateChange: (state, message) => {
             output.setServer(state, message);
+            chat?.setServer(state, message);
             if (state === 'running') {
                 void turns?.refreshStatus();
             } else {
@@ -43,9 +49,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         },
     });
     questions.onDidChange((count) => output.setQuestions(count));
+    chat = new ChatView(context, server, questions, review, workspaceRoot()?.uri.fsPath);
     turns = new Turns(
         server,
-        [output],
+        [output, chat],
         review,
         questions,
         (status, session) => output.setStatus(status, session),
@@ -53,6 +60,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     );
     const agent = turns;
     const running = server;
+    const conversation = chat;
+    conversation.attach(agent);
 
     const register = (id: string, handler: (...args: unknown[]) => unknown): void => {
         context.subscriptions.push(vscode.commands.registerCommand(id, handler));
@@ -74,7 +83,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     register('lsp-agent.rejectEdit', () => review.reject());
     register('lsp-agent.nextFile', () => review.nextFile());
     register(ANSWER_COMMAND, () => questions.answer());
-    context.subscriptions.push(output, review, questions, server, log);
+    register('lsp-agent.openChat', () => conversation.show());
+    register('lsp-agent.openChatInEditor', () => conversation.openInEditor());
+    register('lsp-agent.undoTurn', () => conversation.undo());
+    context.subscriptions.push(output, conversation, review, questions, server, log);
 
     if (workspaceRoot()) {
         void server.ensure();

@@ -42,7 +42,9 @@ export class Output implements TurnView, vscode.Disposable {
         const writer = new TurnWriter(this.root);
         this.writers.set(turn, writer);
         this.stream.begin(writer, writer.begin(turn.prompt, turn.where));
-        this.channel.show(true);
+        if (!turn.fromChat) {
+            this.channel.show(true);
+        }
     }
 
     turnEvent(turn: Turn, event: AgentEvent): void {
@@ -179,12 +181,14 @@ export class TurnProgress {
     private close: (() => void) | undefined;
     private readonly closed: Promise<void>;
 
-    constructor(title: string, onCancel: () => void, private readonly root?: string) {
+    /** `quiet`: in the status bar instead of a notification (the chat view shows the turn). */
+    constructor(title: string, onCancel: () => void, private readonly root?: string, quiet = false) {
         this.closed = new Promise<void>((resolve) => {
             this.close = resolve;
         });
+        const location = quiet ? vscode.ProgressLocation.Window : vscode.ProgressLocation.Notification;
         void vscode.window.withProgress(
-            { location: vscode.ProgressLocation.Notification, title: 'LSP Agent', cancellable: true },
+            { location, title: 'LSP Agent', cancellable: !quiet },
             (progress, token) => {
                 this.report = (message) => progress.report({ message });
                 progress.report({ message: title });

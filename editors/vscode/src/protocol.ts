@@ -89,13 +89,59 @@ export interface SessionInfo {
     title?: string;
     /** Absolute path of the session's JSONL transcript. */
     transcript?: string;
+    /** The workspace folder's URI. */
+    folder?: string;
 }
 
 export interface SessionStatus {
     session: string;
     running: boolean;
     contextTokens?: number;
+    contextWindow?: number;
     turns?: number;
+    /** What the session's model calls used since it was loaded. */
+    usage?: { inputTokens?: number; cachedInputTokens?: number; outputTokens?: number; cost?: number };
+}
+
+/** One displayable item of `lspAgent.history`; `type` says which fields it has. */
+export interface HistoryItem {
+    type: 'prompt' | 'answer' | 'tool' | 'question' | 'edit' | 'compaction' | 'undo' | 'usage' | 'status' | string;
+    turn: number;
+    text?: string;
+    selection?: { path: string; startLine: number; endLine: number } | null;
+    id?: string | number;
+    name?: string;
+    args?: unknown;
+    ok?: boolean | null;
+    summary?: string | null;
+    result?: string;
+    permission?: { decision?: string; reason?: string; scope?: string } | null;
+    state?: string;
+    answer?: string | null;
+    path?: string;
+    applied?: boolean;
+    undoable?: boolean;
+    strategy?: string;
+    before?: number;
+    after?: number;
+    undid?: number;
+    files?: string[];
+    inputTokens?: number;
+    cachedTokens?: number;
+    outputTokens?: number;
+    calls?: number;
+    cost?: number;
+    status?: string;
+    error?: string | null;
+}
+
+/** What `lspAgent.undoTurn` answers. */
+export interface UndoResult {
+    turn: number;
+    files: string[];
+    proposed: boolean;
+    applied: boolean;
+    refused?: Array<{ path: string; why: string }>;
 }
 
 export interface Status {
@@ -153,10 +199,10 @@ export type StepEvent = EventBase &
     (
         | { kind: 'text'; text: string }
         | { kind: 'tool'; name: string; args?: unknown }
-        | { kind: 'toolResult'; name: string; ok: boolean; summary?: string }
+        | { kind: 'toolResult'; name: string; ok: boolean; summary?: string; result?: string }
         | { kind: 'edit'; uri: string; applied: boolean }
-        | { kind: 'permission'; name: string; decision: string }
-        | { kind: 'compaction'; strategy: string; before: number; after: number }
+        | { kind: 'permission'; name: string; decision: string; asked?: boolean; reason?: string; scope?: string }
+        | { kind: 'compaction'; strategy: string; before?: number; after?: number; phase?: string }
         | { kind: 'status'; status: TurnStatus | string; error?: string }
     );
 

@@ -5,6 +5,9 @@
  * a quick pick until it is answered. When the server withdraws a question (`$/cancelRequest`, a
  * `question` event saying it timed out or was withdrawn) or its turn ends, its quick pick and
  * status bar item go away, and a click on its old notification is ignored quietly.
+ *
+ * While the chat view is on screen, it shows each question in the conversation, with the same
+ * answers (`answerFromChat`), and no notification is raised over it.
  */
 import * as vscode from 'vscode';
 import type { CancellationToken, MessageActionItem, ShowMessageRequestParams } from 'vscode-languageclient/node';
@@ -70,13 +73,21 @@ export class Questions implements vscode.Disposable {
     private readonly open: Question[] = [];
     /** `question` events that came before their request, by text. */
     private readonly announced = new Map<string, QuestionEvent>();
+    /** Answers given in the chat before their request arrived, by the question's text. */
+    private readonly early = new Map<string, string>();
     private readonly item: vscode.StatusBarItem;
     private readonly changed = new vscode.EventEmitter<number>();
     /** Fires the number of open questions when it changes. */
     readonly onDidChange = this.changed.event;
 
-    /** `sessionOfNewQuestion`: the session a question that arrives now belongs to, when one turn runs. */
-    constructor(private readonly sessionOfNewQuestion: () => string | undefined) {
+    /**
+     * `sessionOfNewQuestion`: the session a question that arrives now belongs to, when one turn
+     * runs; `shownInline`: whether a question of that session is in sight in the chat view.
+     */
+    constructor(
+        private readonly sessionOfNewQuestion: () => string | undefined,
+        private readonly shownInline: (session: string | undefined) => boolean = () => false,
+    ) {
         this.item = vscode.window.createStatusBarItem('lsp-agent.question', vscode.StatusBarAlignment.Right, 101);
         this.item.name = 'LSP Agent question';
         this.item.command = ANSWER_COMMAND;
@@ -104,7 +115,15 @@ export class Questions implements vscode.Disposable {
             question.respond(null);
             this.remove(question);
         });
-        void this.notify(question);
+        const answer = this.early.get(params.message);
+        this.early.delete(params.message);
+        const chosen = question.actions.find((action) => action.title === answer);
+        if (chosen) {
+            question.answer(chosen, 'answered');
+            this.remove(question);
+        } else if (!this.shownInline(question.session)) {
+            void this.notify(question);
+        }
         try {
             return await question.answered;
         } finally {
@@ -149,6 +168,7 @@ export class Questions implements vscode.Disposable {
     endTurn(session: string | undefined, othersRunning: boolean): void {
         if (!othersRunning) {
             this.announced.clear();
+            this.early.clear();
         }
         for (const question of [...this.open]) {
             if (question.session === session || (question.session === undefined && !othersRunning)) {
@@ -156,6 +176,29 @@ export class Questions implements vscode.Disposable {
                 this.remove(question);
             }
         }
+    }
+
+    /**
+     * The user answered `action` in the chat, to the question the server calls `id` (asked as
+     * `text`): true when the answer was sent, or will be when the request arrives.
+     */
+    answerFromChat(id: string | number | undefined, text: string, action: string): boolean {
+        const question =
+            this.open.find((q) => id !== undefined && q.id === id) ??
+            this.open.find((q) => q.params.message === text && (q.id === undefined || id === undefined));
+        if (!question) {
+            if (this.announced.has(text)) {
+                this.early.set(text, action); // its request has not arrived yet
+                return true;
+            }
+            return false;
+        }
+        const chosen = question.actions.find((a) => a.title === action);
+        if (!chosen || !question.answer(chosen, 'answered')) {
+            return false;
+        }
+        this.remove(question);
+        return true;
     }
 
     /** The server stopped: its questions went with it. */

@@ -73,6 +73,14 @@ interface Decision {
 
 class Refusal extends Error {}
 
+/** An edit whose review is on screen, as the chat shows it. */
+export interface ReviewShown {
+    /** The edit's label, without the `lsp-agent: ` prefix. */
+    label: string;
+    /** The files it changes, relative to the workspace. */
+    files: string[];
+}
+
 /** What `Review` needs from the language client. */
 export interface ReviewClient {
     /** The edit as VS Code's type, converted by the client (for `refactorPreview`). */
@@ -90,10 +98,14 @@ export class Review implements vscode.Disposable {
     private readonly reviewing = new vscode.EventEmitter<string | undefined>();
     /** Fires what the user is asked to do when a review opens, undefined when it closes. */
     readonly onDidChangeReviewing = this.reviewing.event;
+    private readonly opened = new vscode.EventEmitter<ReviewShown | undefined>();
+    /** Fires the edit under review when its review opens, undefined when it closes. */
+    readonly onDidChangeReview = this.opened.event;
 
     constructor(private readonly client: ReviewClient) {
         this.disposables.push(
             this.reviewing,
+            this.opened,
             vscode.workspace.registerFileSystemProvider(PROPOSED_SCHEME, this.proposedFiles, { isCaseSensitive: true }),
             vscode.workspace.registerTextDocumentContentProvider(ORIGINAL_SCHEME, { provideTextDocumentContent: () => '' }),
             vscode.window.tabGroups.onDidChangeTabs(() => this.current?.checkTabs()),
@@ -146,6 +158,11 @@ export class Review implements vscode.Disposable {
 
     async accept(): Promise<void> {
         this.current?.decide({ accept: true });
+    }
+
+    /** Bring the diffs of the edit under review to the front. */
+    async reveal(): Promise<void> {
+        await this.current?.reveal();
     }
 
     /** Reject the edit under review, with the reason the user gives (Escape: back to the review). */
@@ -348,6 +365,7 @@ export class Review implements vscode.Disposable {
             this.reviewing.fire(message),
         );
         this.current = pending;
+        this.opened.fire({ label: shortLabel(params.label), files: changes.map((change) => change.label) });
         const cancelled = token.onCancellationRequested(() =>
             pending.decide({ accept: false, reason: 'the server cancelled the request' }),
         );
@@ -366,6 +384,7 @@ export class Review implements vscode.Disposable {
             cancelled.dispose();
             this.current = undefined;
             this.reviewing.fire(undefined);
+            this.opened.fire(undefined);
             await setReviewing(undefined);
             await pending.close();
             changes.forEach((change) => this.proposedFiles.remove(change.proposedUri));
@@ -624,6 +643,14 @@ class Pending {
         );
         this.shown = true;
         this.checkTabs();
+    }
+
+    /** Show the edit's first file again (its diffs may be behind other tabs). */
+    async reveal(): Promise<void> {
+        const first = this.changes[0];
+        if (first) {
+            await this.open(first);
+        }
     }
 
     async showNext(): Promise<void> {

@@ -20,11 +20,13 @@ import {
     NEW_SESSION,
     SESSIONS,
     SessionInfo,
+    Range,
     STATUS,
     Status,
 } from './protocol';
 import { Questions } from './questions';
 import { Review } from './review';
+import type { SelectionRef } from './chat/model';
 
 /** One Ask, from the prompt to its result. */
 export interface Turn {
@@ -35,6 +37,18 @@ export interface Turn {
     readonly target?: string;
     /** The session it runs in, once the server said (first event, or the result). */
     session?: string;
+    /** What the user pointed at, as a file and lines. */
+    selection?: SelectionRef;
+    /** Asked from the chat view (which shows it): no notification, no output channel brought up. */
+    fromChat?: boolean;
+}
+
+/** What an Ask sends besides the prompt, when it does not read the active editor itself. */
+export interface AskOptions {
+    uri?: string;
+    range?: Range;
+    selection?: SelectionRef;
+    fromChat?: boolean;
 }
 
 /** Something that shows turns as they run. */
@@ -57,6 +71,9 @@ export class Turns {
     /** The session the next Ask continues (undefined: the server's most recent one). */
     private session: string | undefined;
     private readonly running = new Set<Running>();
+    private readonly sessionChanged = new vscode.EventEmitter<string | undefined>();
+    /** Fires the session the next Ask continues, when it changes. */
+    readonly onDidChangeSession = this.sessionChanged.event;
 
     constructor(
         private readonly server: Server,
@@ -73,14 +90,48 @@ export class Turns {
         });
     }
 
+    /** The session the next Ask continues (undefined: the server's most recent one). */
+    get currentSession(): string | undefined {
+        return this.session;
+    }
+
+    /** Make `session` the one the next Ask continues. */
+    select(session: string | undefined): void {
+        if (session !== this.session) {
+            this.session = session;
+            this.sessionChanged.fire(session);
+        }
+    }
+
+    /** Whether a turn of `session` runs (undefined: a turn whose session is not known yet). */
+    isRunning(session: string | undefined): boolean {
+        return [...this.running].some((turn) => turn.session === session || (turn.session === undefined && turn.target === session));
+    }
+
+    /** The running turn of `session`, if any. */
+    runningTurn(session: string): Turn | undefined {
+        return [...this.running].find((turn) => turn.session === session);
+    }
+
+    /** Cancel the running turn of `session`. */
+    async cancelSession(session: string | undefined): Promise<void> {
+        const turn = [...this.running].find((t) => t.session === session || (t.session === undefined && t.target === session));
+        if (turn) {
+            await this.cancelTurn(turn);
+        }
+    }
+
     /** The session of the one turn running, for a question that arrives now. */
     sessionOfRunningTurn(): string | undefined {
         const turns = [...this.running];
         return turns.length === 1 ? turns[0]?.session : undefined;
     }
 
-    /** Ask the agent; `prompt` skips the input box. With `withSelection`, sends the file and selection. */
-    async ask(prompt?: string, withSelection = false): Promise<AskResult | undefined> {
+    /**
+     * Ask the agent; `prompt` skips the input box. With `withSelection`, sends the active editor's
+     * file and selection; `options` sends what the chat view chose instead.
+     */
+    async ask(prompt?: string, withSelection = false, options: AskOptions = {}): Promise<AskResult | undefined> {
         const busy = [...this.running].find(
             (turn) => turn.target === this.session || (this.session !== undefined && turn.session === this.session),
         );
@@ -94,8 +145,19 @@ export class Turns {
             return undefined; // the server still does not start, and the user was just told why
         }
         let where: string | undefined;
+        let selectionRef = options.selection;
         const args: Partial<AskArguments> = {};
-        if (withSelection) {
+        if (options.uri) {
+            args.uri = options.uri;
+            if (options.range) {
+                args.range = options.range;
+            }
+            if (selectionRef) {
+                where = selectionRef.startLine
+                    ? `${selectionRef.path}, lines ${selectionRef.startLine}-${selectionRef.endLine ?? selectionRef.startLine}`
+                    : selectionRef.path;
+            }
+        } else if (withSelection) {
             const editor = vscode.window.activeTextEditor;
             if (!editor || editor.document.uri.scheme !== 'file') {
                 void vscode.window.showWarningMessage('LSP Agent: open a file and select the code to ask about.');
@@ -104,11 +166,13 @@ export class Turns {
             const selection = editor.selection;
             args.uri = editor.document.uri.toString();
             where = vscode.workspace.asRelativePath(editor.document.uri, false);
+            selectionRef = { path: where };
             if (!selection.isEmpty) {
                 args.range = {
                     start: { line: selection.start.line, character: selection.start.character },
                     end: { line: selection.end.line, character: selection.end.character },
                 };
+                selectionRef = { path: where, startLine: selection.start.line + 1, endLine: selection.end.line + 1 };
                 where += `, lines ${selection.start.line + 1}-${selection.end.line + 1}`;
             }
         }
@@ -134,9 +198,11 @@ export class Turns {
         const turn: Running = {
             prompt,
             where,
+            selection: selectionRef,
+            fromChat: options.fromChat,
             target: this.session,
             session: this.session,
-            progress: new TurnProgress(shorten(prompt), () => void this.cancelTurn(turn)),
+            progress: new TurnProgress(shorten(prompt), () => void this.cancelTurn(turn), undefined, options.fromChat),
             request: new CancellationTokenSource(),
             cancelling: false,
         };
@@ -150,9 +216,11 @@ export class Turns {
                 turn.request.token,
             )) as AskResult;
             turn.session = result.session;
-            this.session = result.session;
+            if (this.session === turn.target) {
+                this.select(result.session);
+            }
             this.views.forEach((view) => view.turnEnded(turn, { result }));
-            if (result.status === 'failed') {
+            if (result.status === 'failed' && !turn.fromChat) {
                 void notify('error', `LSP Agent: ${result.error ?? 'the turn failed'}`, [
                     { title: 'Show Output', run: () => vscode.commands.executeCommand('lsp-agent.showOutput') },
                 ]);
@@ -162,7 +230,7 @@ export class Turns {
             const message = turn.cancelling ? 'cancelled' : errorMessage(error);
             this.views.forEach((view) => view.turnEnded(turn, { error: message, cancelled: turn.cancelling }));
             // A server that stopped has said so in its own notification.
-            if (!turn.cancelling && this.server.failed === undefined) {
+            if (!turn.cancelling && this.server.failed === undefined && !turn.fromChat) {
                 void notify('error', `LSP Agent: ${message}`, [
                     { title: 'Show Output', run: () => vscode.commands.executeCommand('lsp-agent.showOutput') },
                 ]);
@@ -197,7 +265,7 @@ export class Turns {
             turn.session = event.session;
             if (this.session === turn.target) {
                 // The next Ask continues this turn's session, and knows it is busy.
-                this.session = event.session;
+                this.select(event.session);
             }
         }
         this.views.forEach((view) => view.turnEvent(turn, event));
@@ -213,18 +281,21 @@ export class Turns {
         await Promise.all([...this.running].map((turn) => this.cancelTurn(turn)));
     }
 
-    async newSession(): Promise<void> {
+    /** Start a new session; `quietly`: without a notification (the chat view shows it). */
+    async newSession(quietly = false): Promise<void> {
         const result = await this.execute<{ session: string }>(NEW_SESSION, {});
         if (result) {
-            this.session = result.session;
+            this.select(result.session);
             this.note(`_new session ${result.session}_`);
-            void vscode.window.showInformationMessage(`LSP Agent: new session ${result.session}; the next Ask continues it.`);
+            if (!quietly) {
+                void vscode.window.showInformationMessage(`LSP Agent: new session ${result.session}; the next Ask continues it.`);
+            }
             void this.refreshStatus();
         }
     }
 
-    /** Pick a stored session: the next Ask continues it. */
-    async showSessions(): Promise<void> {
+    /** Pick a stored session: the next Ask continues it; `quietly`: without a notification. */
+    async showSessions(quietly = false): Promise<void> {
         const sessions = await this.execute<SessionInfo[]>(SESSIONS, {});
         if (!sessions) {
             return;
@@ -251,10 +322,12 @@ export class Turns {
             matchOnDetail: true,
         });
         if (picked?.create) {
-            await this.newSession();
+            await this.newSession(quietly);
         } else if (picked?.session) {
-            this.session = picked.session.session;
-            void vscode.window.showInformationMessage(`LSP Agent: the next Ask continues session ${this.session}.`);
+            this.select(picked.session.session);
+            if (!quietly) {
+                void vscode.window.showInformationMessage(`LSP Agent: the next Ask continues session ${this.session}.`);
+            }
             void this.refreshStatus();
         }
     }
@@ -344,7 +417,8 @@ export class Turns {
         turn.request.cancel();
     }
 
-    private async execute<T>(command: string, argument: object): Promise<T | undefined> {
+    /** Send a command to the server; an error is a notification, and undefined. */
+    async execute<T>(command: string, argument: object): Promise<T | undefined> {
         const client: LanguageClient | undefined = await this.server.ensure();
         if (!client) {
             return undefined;
