@@ -39,6 +39,10 @@ def test_the_extension_offers_every_setting_the_server_reads() -> None:
     }
     read = {spec.name for spec in config._SPECS} - {"apiKey"}  # the key lives in secret storage
     assert read <= offered, read - offered
+    source = (ROOT / "editors" / "vscode" / "src" / "protocol.ts").read_text()
+    listed = source.split("export const SERVER_SETTINGS = [", 1)[1].split("]", 1)[0]
+    sent = set(re.findall(r"'([A-Za-z]+)'", listed))
+    assert read == sent, read ^ sent  # what the extension sends to the server
 
 
 def test_the_extension_mirrors_the_servers_protocol_names() -> None:

@@ -8,7 +8,7 @@
  */
 import * as vscode from 'vscode';
 import type { ServerState } from './common/server';
-import { contextUse, OneAtATime, statusBarText, stepOf, TurnWriter, Usage } from './events';
+import { contextUse, OneAtATime, statusBarText, TurnWriter, Usage } from './events';
 import type { AgentEvent, AskResult, Status } from './protocol';
 import type { Turn, TurnView } from './turns';
 
@@ -169,47 +169,5 @@ export class Output implements TurnView, vscode.Disposable {
     dispose(): void {
         this.channel.dispose();
         this.statusItem.dispose();
-    }
-}
-
-/**
- * The progress notification of one turn: its message follows the turn's steps, and its Cancel
- * button calls `onCancel`. Resolves `done` to close it.
- */
-export class TurnProgress {
-    private report: ((message: string) => void) | undefined;
-    private close: (() => void) | undefined;
-    private readonly closed: Promise<void>;
-
-    /** `quiet`: in the status bar instead of a notification (the chat view shows the turn). */
-    constructor(title: string, onCancel: () => void, private readonly root?: string, quiet = false) {
-        this.closed = new Promise<void>((resolve) => {
-            this.close = resolve;
-        });
-        const location = quiet ? vscode.ProgressLocation.Window : vscode.ProgressLocation.Notification;
-        void vscode.window.withProgress(
-            { location, title: 'LSP Agent', cancellable: !quiet },
-            (progress, token) => {
-                this.report = (message) => progress.report({ message });
-                progress.report({ message: title });
-                token.onCancellationRequested(onCancel);
-                return this.closed;
-            },
-        );
-    }
-
-    step(event: AgentEvent): void {
-        const message = stepOf(event, this.root);
-        if (message !== undefined) {
-            this.report?.(message);
-        }
-    }
-
-    message(text: string): void {
-        this.report?.(text);
-    }
-
-    done(): void {
-        this.close?.();
     }
 }

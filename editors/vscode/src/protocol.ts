@@ -1,6 +1,6 @@
 /**
  * Protocol names of the lsp-agent server, mirrored once from `lsp_agent/lsp/names.py`, and the shapes
- * of what the server sends (DESIGN §3). Every other module takes these names from here.
+ * of what the server sends. Every other module takes these names from here.
  */
 
 /** `workspace/executeCommand` commands. */
@@ -32,7 +32,7 @@ export interface ClientInfo {
     settingName: string;
 }
 
-/** Every setting the server reads from the editor (DESIGN §4), except `apiKey`. */
+/** Every setting the server reads from the editor (`lsp_agent/config.py`), except `apiKey`. */
 export const SERVER_SETTINGS = [
     'baseUrl',
     'model',
@@ -50,6 +50,7 @@ export const SERVER_SETTINGS = [
     'permissions',
     'readOnlyPaths',
     'prices',
+    'codeActions',
 ] as const;
 
 export type ServerSetting = (typeof SERVER_SETTINGS)[number];
@@ -206,5 +207,5 @@ export type StepEvent = EventBase &
         | { kind: 'status'; status: TurnStatus | string; error?: string }
     );
 
-/** One `lspAgent/event` (DESIGN §3); kinds this client does not know are ignored. */
+/** One `lspAgent/event`; kinds this client does not know are ignored. */
 export type AgentEvent = StartEvent | QuestionEvent | UsageEvent | StepEvent;

@@ -1,6 +1,6 @@
 /**
  * The commands that talk to the agent: Ask (with or without the selection), Cancel, sessions,
- * transcript and status. Each is one `workspace/executeCommand` of the server (DESIGN §3).
+ * transcript and status. Each is one `workspace/executeCommand` of the server.
  *
  * A turn is shown by views (`TurnView`): the output channel today; a chat view is another view of
  * the same turns and events.
@@ -10,7 +10,7 @@ import { CancellationTokenSource, ExecuteCommandRequest, LanguageClient } from '
 import { traceError } from './common/log';
 import { Server } from './common/server';
 import { notify } from './notify';
-import { TurnProgress } from './output';
+import { TurnProgress } from './progress';
 import {
     AgentEvent,
     ASK,
@@ -413,7 +413,7 @@ export class Turns {
                 traceError('lspAgent.cancel failed', error);
             }
         }
-        // No event yet, so no session known: cancelling the request cancels the turn (DESIGN §3).
+        // No event yet, so no session known: cancelling the request cancels the turn.
         turn.request.cancel();
     }
 
