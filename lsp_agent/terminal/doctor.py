@@ -9,6 +9,7 @@ import platform
 import shutil
 import subprocess
 import sys
+from typing import Any
 
 from lsp_agent import __version__
 
@@ -75,8 +76,18 @@ async def doctor(*, as_json: bool = False) -> int:
     else:
         print("config in effect:")
         for key, entry in described.items():
-            print(f"     {key:<15} {entry['value']!s:<40} ({entry['source']})")
+            print(f"     {key:<15} {_shown(entry['value']):<40} ({entry['source']})")
     return EXIT_FAILED if any(check["status"] == "bad" for check in checks) else 0
+
+
+def _shown(value: Any) -> str:
+    """A setting's value on one line: `not set`, a list of actions by their titles."""
+    if value is None:
+        return "not set"
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        titles = [str(v.get("title") or v.get("tool") or "?") for v in value]
+        return f"{len(value)}: " + ", ".join(titles)
+    return str(value)
 
 
 def _version(command: list[str]) -> str:
