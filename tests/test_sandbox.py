@@ -29,8 +29,8 @@ from lsp_agent.safety.sandbox import (
     command_env,
     probe,
     seatbelt_profile,
-    seccomp_filter,
 )
+from lsp_agent.safety.seccomp import seccomp_filter
 from lsp_agent.tools.shell import run_command
 
 needs_bwrap = pytest.mark.skipif(probe().kind != "bwrap", reason=f"no bwrap: {probe().reason}")
