@@ -210,7 +210,10 @@ class LspPort:
                 types.ApplyWorkspaceEditParams(edit=edit, label=proposal.label),
             )
         except JsonRpcException as error:
-            return EditOutcome(False, f"the editor failed to apply the edit: {error}", failed=True)
+            if not declined(error):
+                reason = f"the editor failed to apply the edit: {error}"
+                return EditOutcome(False, reason, failed=True)
+            result = types.ApplyWorkspaceEditResult(applied=False)
         if result.applied:
             return EditOutcome(True)
         if self._moved_on(proposal):
@@ -296,3 +299,17 @@ def progress_message(event: dict[str, Any]) -> str | None:
             return "compacting"
         return f"context {event['strategy']}: {event['before']} → {event['after']} tokens"
     return None
+
+
+DECLINED_MESSAGES = ("user cancelled server edit",)
+"""Error answers to `workspace/applyEdit` that mean the user said no: Emacs' eglot up to 1.15
+answers "n" at its "Proceed?" prompt with this error instead of `applied: false`."""
+
+
+def declined(error: JsonRpcException) -> bool:
+    """Whether an error answer to `workspace/applyEdit` is the user's refusal, not a failure:
+    eglot's message for "n" (`DECLINED_MESSAGES`), or an error carrying `applied: false` in its
+    data (eglot 1.16 and later when the user quits the prompt)."""
+    if error.message.strip().lower().rstrip(".") in DECLINED_MESSAGES:
+        return True
+    return isinstance(error.data, dict) and error.data.get("applied") is False
