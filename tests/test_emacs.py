@@ -343,3 +343,38 @@ def test_eglot_edit_answered_no_is_told_as_the_users_rejection(
     emacs.on_screen("Left it as it was.")
     assert emacs.buffer("hello.py") == 'def greet():\n    return "hello"\n'
     assert told(model, "edit_file").startswith("not applied — the user rejected this edit")
+
+
+def test_lsp_mode_ask_and_code_action_with_the_server_as_an_add_on(
+    emacs_with: Callable[[str], Emacs], model: ScriptedModel
+) -> None:
+    emacs = emacs_with("**Emacs with lsp-mode**")
+    emacs.command("lsp")
+    emacs.on_screen("Import project root")
+    emacs.keys("i")
+    emacs.on_screen("Connected to [lsp-agent")
+
+    model.add(*EDIT, reply("The greeting now says hello, world."))
+    emacs.command("lsp-agent-ask", "greet the world")
+    emacs.on_screen("The greeting now says hello, world.")
+    assert emacs.buffer("hello.py") == 'def greet():\n    return "hello, world"\n'
+    assert told(model, "edit_file").startswith("applied: hello.py\n")
+
+    model.add(reply("It returns the greeting."))
+    emacs.keys("M-<", "C-n")
+    emacs.command("lsp-execute-code-action")
+    emacs.on_screen("Select code action:")
+    # SPC completes a word in Emacs 28's minibuffer: C-q inserts it as typed.
+    emacs.type("lsp-agent:")
+    emacs.keys("C-q", "Space")
+    emacs.type("explain")
+    emacs.keys("Tab")
+    emacs.on_screen("Select code action: lsp-agent: explain this")
+    emacs.keys("Enter")
+    emacs.on_screen("It returns the greeting.")
+    asked = [m["content"] for m in model.requests[-1]["messages"] if m["role"] == "user"]
+    assert any("Explain what this code in hello.py does." in text for text in asked), asked
+    # The turn's events went only to clients that ask for them: lsp-mode warned of none.
+    assert "Unknown notification" not in emacs.value(
+        '(if (get-buffer "*Warnings*") (with-current-buffer "*Warnings*" (buffer-string)) "")'
+    )
