@@ -28,9 +28,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
 
 from tests.fake_model import ScriptedModel, reply, tool_call
 from tests.test_neovim_typing import held_until
+from tests.test_plain_lsp import command, plain
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -378,3 +381,59 @@ def test_lsp_mode_ask_and_code_action_with_the_server_as_an_add_on(
     assert "Unknown notification" not in emacs.value(
         '(if (get-buffer "*Warnings*") (with-current-buffer "*Warnings*" (buffer-string)) "")'
     )
+
+
+def test_eglot_c_g_at_the_prompt_waits_for_lsp_agent_cancel(
+    emacs_with: Callable[[str], Emacs], model: ScriptedModel
+) -> None:
+    """eglot 1.9 leaves an edit unanswered when the user quits its prompt: the turn waits, and
+    the recipe's cancel ends it (the edit is withdrawn, nothing changes)."""
+    emacs = emacs_with("**Emacs with eglot**")
+    emacs.command("eglot")
+    emacs.on_screen("Connected!")
+    model.add(*EDIT)
+
+    emacs.command("lsp-agent-ask", "greet the world")
+    emacs.on_screen("Proceed? (y or n)")
+    emacs.keys("C-g")
+    emacs.on_screen("Quit")
+    emacs.command("lsp-agent-ask", "are you there?")
+    emacs.on_screen("is already running a")
+    emacs.command("lsp-agent-cancel")
+
+    # The turn is over: the next ask runs. (eglot 1.9 shows no message from the server right
+    # after a quit in its process filter, so the test asks rather than reads the echo area.)
+    model.add(reply("Ready."))
+    emacs.command("lsp-agent-ask", "are you there?")
+    emacs.on_screen("Ready.")
+    assert emacs.buffer("hello.py") == 'def greet():\n    return "hello"\n'
+
+
+async def test_an_edit_quit_in_newer_eglot_is_told_as_the_users_rejection(
+    workspace: Path, model: ScriptedModel, state_dir: Path, home: Path
+) -> None:
+    """eglot 1.16 and later (not installable here) answer `C-g` at their prompt with an error
+    whose data is `{applied: false, failureReason}`: replayed over the wire."""
+    capabilities = types.ClientCapabilities(
+        workspace=types.WorkspaceClientCapabilities(
+            apply_edit=True,
+            workspace_edit=types.WorkspaceEditClientCapabilities(document_changes=True),
+        )
+    )
+    client = await plain([workspace], model, state_dir, home, capabilities)
+
+    @client.feature(types.WORKSPACE_APPLY_EDIT)
+    def quit_at_the_prompt(params: types.ApplyWorkspaceEditParams) -> None:
+        raise JsonRpcException(
+            code=32000,
+            message="[jsonrpc] error ",
+            data={"applied": False, "failureReason": "'quit'."},
+        )
+
+    try:
+        model.add(*EDIT, reply("Left it."))
+        await command(client, "lspAgent.ask", "greet the world")
+        assert told(model, "edit_file").startswith("not applied — the user rejected this edit")
+    finally:
+        await client.shutdown_session()
+        await client.stop()
