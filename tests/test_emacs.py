@@ -154,6 +154,24 @@ class Emacs:
             self.type(answer)
             self.keys("Enter")
 
+    def asking(self, question: str) -> bool:
+        """Whether the minibuffer waits for an answer to `question` now: the cursor is on the
+        screen's last line, after it (the question's text alone stays on screen once answered)."""
+        shown = subprocess.run(
+            [*self.tmux, "display-message", "-p", "-t", "user", "#{cursor_y} #{pane_height}"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        ).stdout.split()
+        last = self.screen().rstrip("\n").splitlines()[-1:]
+        return (
+            len(shown) == 2
+            and int(shown[0]) == int(shown[1]) - 1
+            and bool(last)
+            and question in last[0]
+        )
+
     def screen(self) -> str:
         return subprocess.run(
             [*self.tmux, "capture-pane", "-p", "-J", "-t", "user"],
@@ -437,3 +455,39 @@ async def test_an_edit_quit_in_newer_eglot_is_told_as_the_users_rejection(
     finally:
         await client.shutdown_session()
         await client.stop()
+
+
+def test_eglot_typing_in_the_file_as_the_edit_arrives_keeps_both(
+    emacs_with: Callable[[str], Emacs], model: ScriptedModel, project: Path
+) -> None:
+    """eglot tells the server of typing half a second after it stops, and refuses an edit made
+    for an older version of the buffer: the edit is merged onto the typing and sent again."""
+    rest = "\n\ndef one():\n    return 1\n\n\ndef two():\n    return 2\n"
+    (project / "hello.py").write_text('def greet():\n    return "hello"\n' + rest)
+    emacs = emacs_with("**Emacs with eglot**")
+    emacs.command("eglot")
+    emacs.on_screen("Connected!")
+    typed = threading.Event()
+    model.add(EDIT[0], held_until(typed, EDIT[1]), reply("Done."))
+
+    emacs.command("lsp-agent-ask", "greet the world")
+    emacs.keys("M->")
+    emacs.type("# mine")
+    emacs.on_screen("# mine")
+    typed.set()
+
+    # The first answer is refused by eglot itself (its buffer moved on); the merged edit asks
+    # again.
+    emacs.until("eglot's question", lambda: emacs.asking("Proceed? (y or n)"))
+    emacs.keys("y")
+    emacs.until(
+        "the merged edit's question, or the answer",
+        lambda: emacs.asking("Proceed? (y or n)") or "Done." in emacs.screen(),
+    )
+    if emacs.asking("Proceed? (y or n)"):
+        emacs.keys("y")
+    emacs.on_screen("Done.")
+    expected = 'def greet():\n    return "hello, world"\n' + rest + "# mine"
+    assert emacs.buffer("hello.py") == expected
+    said = told(model, "edit_file")
+    assert "applied on top of their text" in said and "applied: hello.py" in said
