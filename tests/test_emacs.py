@@ -313,13 +313,11 @@ def test_eglot_ask_runs_while_you_type_and_its_edit_is_told_as_applied(
     assert emacs.buffer("hello.py") == 'def greet():\n    return "hello, world"\n'
     assert told(model, "edit_file").startswith("applied: hello.py\n")
 
-    # The user saves the agent's edit and changes another file; the next turn hears of the
-    # user's change only.
+    # The user changes another file; the next turn hears of the user's change only, before and
+    # after the agent's edit is saved.
     emacs.keys("C-x", "b")
     emacs.type("hello.py")
     emacs.keys("Enter")
-    emacs.keys("C-x", "C-s")
-    emacs.until("hello.py saved", lambda: "hello, world" in (project / "hello.py").read_text())
     (project / "NOTES.md").write_text("# Notes\n\nask about the greeting\n", encoding="utf-8")
     model.add(reply("Noted."))
     emacs.command("lsp-agent-ask", "anything new?")
@@ -327,6 +325,13 @@ def test_eglot_ask_runs_while_you_type_and_its_edit_is_told_as_applied(
     note = reminder(model.requests[-1])
     assert "<file_changes>" in note and "NOTES.md" in note
     assert "hello.py" not in note
+
+    emacs.keys("C-x", "C-s")
+    emacs.until("hello.py saved", lambda: "hello, world" in (project / "hello.py").read_text())
+    model.add(reply("Still nothing."))
+    emacs.command("lsp-agent-ask", "and now?")
+    emacs.on_screen("Still nothing.")
+    assert "hello.py" not in reminder(model.requests[-1])
 
 
 def test_eglot_code_action_starts_a_turn_about_the_cursor(
