@@ -496,3 +496,27 @@ def test_eglot_typing_in_the_file_as_the_edit_arrives_keeps_both(
     assert emacs.buffer("hello.py") == expected
     said = told(model, "edit_file")
     assert "applied on top of their text" in said and "applied: hello.py" in said
+
+
+def test_a_blocking_ask_that_eglot_gives_up_on_goes_on_and_is_answered(
+    emacs_with: Callable[[str], Emacs], model: ScriptedModel
+) -> None:
+    """An old-style `lspAgent.ask` through `eglot-execute-command` blocks Emacs until eglot 1.9
+    gives up on it (10 s); the turn goes on: its edit still asks, and its answer still shows."""
+    emacs = emacs_with("**Emacs with eglot**")
+    emacs.command("eglot")
+    emacs.on_screen("Connected!")
+    gave_up = threading.Event()
+    model.add(held_until(gave_up, EDIT[0]), EDIT[1], reply("Greeting changed."))
+
+    emacs.keys("M-:")
+    emacs.type('(eglot-execute-command (eglot-current-server) \'lspAgent.ask ["greet the world"])')
+    emacs.keys("Enter")
+    emacs.on_screen("Timed out")
+    gave_up.set()
+
+    emacs.until("eglot's question", lambda: emacs.asking("Proceed? (y or n)"))
+    emacs.keys("y")
+    emacs.on_screen("Greeting changed.")
+    assert emacs.buffer("hello.py") == 'def greet():\n    return "hello, world"\n'
+    assert told(model, "edit_file").startswith("applied: hello.py\n")
