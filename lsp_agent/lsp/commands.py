@@ -228,7 +228,8 @@ class Turns:
         document = await asyncio.to_thread(_answer_file, agent, result, text)
         window = ls.client_capabilities.window
         shown = False
-        if window is not None and window.show_document is not None:
+        # Neovim 0.7 says `showDocument: {support: false}`: only `support` counts.
+        if window is not None and window.show_document is not None and window.show_document.support:
             try:
                 answer = await ls.window_show_document_async(
                     types.ShowDocumentParams(uri=document.as_uri(), take_focus=False)
