@@ -26,13 +26,15 @@ def note(request: dict[str, Any]) -> str:
 
 
 def until_noted(words: str, then: StepLike) -> list[StepLike]:
-    """Model steps that read a file again until the note mentions `words`, then `then`: the
-    note is rebuilt at every call, so this waits on the fact, not on time."""
+    """Model steps that list the files until the note mentions `words`, then `then`: the note
+    is rebuilt at every call, so this waits on the fact, not on time. The wait never reads a
+    file: a read that comes before the watcher's event makes the agent's view current, and the
+    note then rightly has nothing to say about that file."""
 
     def step(request: Body) -> StepLike:
         if words in note(request):
             return then
-        return tool_call("read_file", {"path": "hello.py"})
+        return tool_call("list_files", {})
 
     return [step] * POLLS
 
