@@ -325,4 +325,10 @@ async def test_twenty_megabytes_in_one_delta_keep_the_editor_answered(
     messages = assert_transcript_is_what_was_sent(places, model, session, first)
     assert len(messages[-1]["content"]) == 20_000_000
     assert messages[-1]["content"].startswith(result.answer[:1000])
+    # The editor was sent the reply's start as it streamed, then a note: not 20 MB of events.
+    texts = [e["text"] for e in editor.events_of("text") if e["session"] == session]
+    assert "".join(texts[:-1]) == messages[-1]["content"][:200_000]
+    assert texts[-1] == (
+        "\n\n[lsp-agent: 19800000 more characters of this reply are in the session's transcript]"
+    )
     await assert_the_session_goes_on(editor, model, session)

@@ -57,6 +57,11 @@ MAX_TURNS = "max_turns"
 BIG_MESSAGE_CHARS = 256_000
 """A reply longer than this is stored off the event loop."""
 
+STREAMED_CHARS = 200_000
+"""The most text of one reply sent to the editor as `text` events; a runaway reply of megabytes
+would otherwise fill the editor's pipe (and hold the server's writes) for all of them. The
+transcript, `lspAgent.history` and the ask result's note keep the rest."""
+
 IMITATIONS_ALLOWED = 1
 """Replies that imitate a tool call in text (and are not one) the model is corrected for in a
 turn; the next one ends the turn with the capability message."""
@@ -218,12 +223,23 @@ class Turn:
             notes=notes,
         )
 
+        shown = 0
+
         def on_text(chunk: str) -> None:
+            nonlocal shown
             self.streamed.append(chunk)
-            self.emit("text", text=chunk)
+            if shown < STREAMED_CHARS:
+                self.emit("text", text=chunk[: STREAMED_CHARS - shown])
+            shown += len(chunk)
 
         schemas = session.toolbox.schemas()
         reply = await agent.provider.complete([*view, reminder], schemas, on_text)
+        if shown > STREAMED_CHARS:
+            self.emit(
+                "text",
+                text=f"\n\n[lsp-agent: {shown - STREAMED_CHARS} more characters "
+                "of this reply are in the session's transcript]",
+            )
         self._measure(reply.usage)
         return reply
 
