@@ -514,6 +514,9 @@ def _register_workspace(ls: AgentServer) -> None:
 async def _warm_up() -> None:
     for module in AGENT_MODULES:
         await asyncio.to_thread(importlib.import_module, module)
+    from lsp_agent.agent.sessions import warm_up
+
+    await asyncio.to_thread(warm_up)
     from lsp_agent.safety.sandbox import probe
 
     await asyncio.to_thread(probe)

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import random
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
@@ -59,6 +61,15 @@ DRAIN_SECONDS = 1.0
 """How long the end of a finished reply's body is waited for before its connection is dropped."""
 
 
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The certificates every endpoint is checked against, loaded once per process (reading the
+    bundle takes tens of milliseconds; the server loads it in the background after start-up, so
+    the first request does not wait for it). httpx's own choice: `SSL_CERT_FILE` or
+    `SSL_CERT_DIR` when set, else certifi's bundle."""
+    return httpx.create_ssl_context()
+
+
 class HTTPProvider(Sentences):
     """What both providers share: the HTTP client, the retry loop, and the error sentences."""
 
@@ -97,9 +108,10 @@ class HTTPProvider(Sentences):
         """A longer `Retry-After` fails at once: waiting minutes inside a turn helps nobody."""
         self.read_timeout = read_timeout
         self._client = httpx.AsyncClient(
+            verify=tls_context(),
             timeout=httpx.Timeout(
                 connect=connect_timeout, read=read_timeout, write=60.0, pool=connect_timeout
-            )
+            ),
         )
 
     def __repr__(self) -> str:
