@@ -111,7 +111,7 @@ def main() -> None:
         else:
             root = args.repo.resolve()
             print(f"searching {root}")
-        print(f"median of {args.runs} runs; target: tool ≤ 1.3× rg direct\n")
+        print(f"median of {args.runs} runs; target: tool ≤ 1.1× rg direct\n")
         for pattern in patterns:
             asyncio.run(measure(root, pattern, args.runs))
 
