@@ -493,6 +493,8 @@ def warm_up() -> None:
     server calls this in a thread once it has started."""
     from lsp_agent.model.http import tls_context
 
+    importlib.import_module("lsp_agent.model.openai")
+    importlib.import_module("lsp_agent.model.anthropic")
     for module in FIRST_REQUEST_MODULES:
         with contextlib.suppress(ImportError):  # another httpx may import other things
             importlib.import_module(module)

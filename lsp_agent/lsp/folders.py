@@ -48,10 +48,14 @@ class Folder:
     async def ensure_agent(self, settings: Settings, port: EditorPort) -> Agent:
         """The folder's agent, made on first use; it shares the folder's tracker."""
         await self.tracker_made.wait()
-        if self.agent is None:
-            from lsp_agent.agent.sessions import build_agent
-
-            self.agent = build_agent(settings, self.root, port, tracker=self.tracker)
+        if self.agent is not None:
+            return self.agent
+        # In a thread: the background warm-up may be importing the same modules, and an import
+        # on the loop would wait for it holding every request of the editor.
+        sessions = await asyncio.to_thread(importlib.import_module, "lsp_agent.agent.sessions")
+        await asyncio.to_thread(sessions.warm_up)
+        if self.agent is None:  # another command may have made it meanwhile
+            self.agent = sessions.build_agent(settings, self.root, port, tracker=self.tracker)
         return self.agent
 
     def has_session(self, session_id: str) -> bool:
