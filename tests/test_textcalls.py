@@ -184,3 +184,13 @@ def test_broken_imitations_are_recognised() -> None:
     assert looks_like_tool_call('```json\n{"read_file": {"path": "a"\n```', NAMES)
     assert not looks_like_tool_call("The function read_file reads a file.", NAMES)
     assert not looks_like_tool_call('{"name": "Alice"}', NAMES)
+
+
+def test_a_runaway_reply_is_read_at_its_ends_only() -> None:
+    prose = "The quick brown fox jumps over the lazy dog.\n" * 50_000  # 2.25 MB
+    call = '<tool_call>{"name": "read_file", "arguments": {"path": "a"}}</tool_call>'
+    assert looks_like_tool_call(prose + call, NAMES)
+    assert looks_like_tool_call(call + prose, NAMES)
+    assert not looks_like_tool_call(prose + call + prose, NAMES)
+    assert not looks_like_tool_call(prose[:150_000] + call + prose[:150_000], NAMES)
+    assert looks_like_tool_call(prose[:90_000] + call + prose[:90_000], NAMES)

@@ -70,12 +70,20 @@ def text_tool_call(
     return ToolCall(call_id, name, json.dumps(arguments, ensure_ascii=False))
 
 
+IMITATION_SCAN_CHARS = 100_000
+"""How much of each end of a reply `looks_like_tool_call` reads."""
+
+
 def looks_like_tool_call(text: str, names: Sequence[str]) -> bool:
     """Whether `text` imitates a tool call (tags, or JSON naming a tool) without being one.
 
     Meant for replies `text_tool_call` rejected: a model that keeps writing these cannot call
-    tools, and the turn should say so instead of going in circles.
+    tools, and the turn should say so instead of going in circles. Of a reply longer than twice
+    `IMITATION_SCAN_CHARS` only the two ends are read: an imitated call is a short reply, and
+    reading megabytes of a runaway one would hold the event loop.
     """
+    if len(text) > 2 * IMITATION_SCAN_CHARS:
+        text = text[:IMITATION_SCAN_CHARS] + "\n" + text[-IMITATION_SCAN_CHARS:]
     if re.search(r"<\s*/?\s*(tool_call|function_call)\b", text):
         return True
     if not names:
