@@ -1,7 +1,8 @@
 """Instructions and small models end to end: AGENTS.md files reaching the system prompt, a
 changed one said in the reminder, tool calls written as text run as calls, and a model that
 cannot call tools stopped with a clear message. The real server over stdio, a scripted model on
-loopback; VS Code's client capabilities (nothing here depends on the editor)."""
+loopback; the module's server, with VS Code's client capabilities (nothing here depends on the
+editor)."""
 
 from __future__ import annotations
 
@@ -14,22 +15,36 @@ import pytest
 from tests.editor import Editor
 from tests.fake_model import ScriptedModel, reply
 
-pytestmark = pytest.mark.parametrize("editor_name", ["visual-studio-code"])
+pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
 @pytest.fixture
-def home(tmp_path: Path) -> Path:
+def editor_name() -> str:
+    return "visual-studio-code"
+
+
+@pytest.fixture
+def editor(shared_editor: Editor) -> Editor:
+    return shared_editor
+
+
+@pytest.fixture
+def workspace(shared_editor: Editor) -> Path:
+    return shared_editor.root
+
+
+@pytest.fixture(scope="module")
+def shared_home(shared_home: Path) -> Path:
     """The user's home, with their own AGENTS.md (the server runs with HOME set to it)."""
-    path = tmp_path / "home"
-    (path / ".agents").mkdir(parents=True)
-    (path / ".agents" / "AGENTS.md").write_text("Answer in British English.\n")
-    return path
+    (shared_home / ".agents").mkdir(parents=True)
+    (shared_home / ".agents" / "AGENTS.md").write_text("Answer in British English.\n")
+    return shared_home
 
 
-@pytest.fixture
-def workspace(workspace: Path) -> Path:
-    (workspace / "AGENTS.md").write_text("Run pytest before saying you are done.\n")
-    return workspace
+@pytest.fixture(scope="module")
+def shared_workspace(shared_workspace: Path) -> Path:
+    (shared_workspace / "AGENTS.md").write_text("Run pytest before saying you are done.\n")
+    return shared_workspace
 
 
 def system(request: dict[str, Any]) -> str:
@@ -38,8 +53,9 @@ def system(request: dict[str, Any]) -> str:
     return str(message["content"])
 
 
-def transcript_records(state_dir: Path) -> list[dict[str, Any]]:
-    (path,) = state_dir.rglob("*.jsonl")
+def transcript_records(editor: Editor, session: str) -> list[dict[str, Any]]:
+    assert editor.state_dir is not None
+    (path,) = editor.state_dir.rglob(f"{session}.jsonl")
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
@@ -66,7 +82,7 @@ async def test_both_agents_md_reach_the_system_prompt_and_a_change_waits_for_a_n
 
 
 async def test_a_tool_call_written_as_text_is_run_as_a_call(
-    editor: Editor, model: ScriptedModel, state_dir: Path
+    editor: Editor, model: ScriptedModel
 ) -> None:
     written = '```json\n{"name": "read_file", "arguments": {"path": "hello.py"}}\n```'
     model.add(reply(written), reply("It returns hello."))
@@ -78,7 +94,9 @@ async def test_a_tool_call_written_as_text_is_run_as_a_call(
     assert tool_message["role"] == "tool" and 'return "hello"' in tool_message["content"]
     (assistant,) = [m for m in model.requests[1]["messages"] if m["role"] == "assistant"]
     assert assistant["tool_calls"][0]["function"]["name"] == "read_file"
-    (event,) = [r for r in transcript_records(state_dir) if r.get("kind") == "text_tool_call"]
+    (event,) = [
+        r for r in transcript_records(editor, result.session) if r.get("kind") == "text_tool_call"
+    ]
     assert event["name"] == "read_file" and event["text"] == written
     assert editor.events_of("tool")[0]["name"] == "read_file"
 

@@ -1,7 +1,8 @@
 """Permission questions end to end: a real LSP client answers `window/showMessageRequest`, the
 server runs the command in the real sandbox (or not at all), and the scripted model is told.
 
-Each story runs once with VS Code's client capabilities and once with Neovim's."""
+The stories share the module's server, with VS Code's client capabilities: how a question is
+asked and answered is the same for every client (`window/showMessageRequest`)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,30 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 from lsprotocol import types
 
 from tests import processes
 from tests.editor import Editor
 from tests.fake_model import ScriptedModel, reply, tool_call
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest.fixture
+def editor_name() -> str:
+    return "visual-studio-code"
+
+
+@pytest.fixture
+def editor(shared_editor: Editor) -> Editor:
+    return shared_editor
+
+
+@pytest.fixture
+def workspace(shared_editor: Editor) -> Path:
+    return shared_editor.root
+
 
 ACTIONS = ["Allow", "Allow for this session", "Deny"]
 
