@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -288,8 +289,9 @@ def _path(uri: str) -> Path:
 
 
 def apply_lsp_edits(text: str, text_edits: list[Any], encoding: str) -> str:
-    """Apply LSP text edits like an editor: positions in code units of `encoding`."""
-    lines = text.splitlines(keepends=True)
+    """Apply LSP text edits like an editor: positions in code units of `encoding`, lines ended
+    by LF, CRLF or a lone CR only (not by everything `str.splitlines` breaks on)."""
+    lines = [line for line in re.split(r"(?<=\n)|(?<=\r)(?!\n)", text) if line]
     starts = [0]
     for line in lines:
         starts.append(starts[-1] + len(line))
