@@ -7,7 +7,10 @@ asked and answered is the same for every client (`window/showMessageRequest`).""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -155,19 +158,33 @@ async def test_status_reports_the_sandbox_in_effect(editor: Editor) -> None:
 
 
 async def test_cancelling_the_turn_kills_the_running_command(
-    editor: Editor, model: ScriptedModel
+    editor: Editor, model: ScriptedModel, workspace: Path
 ) -> None:
     sleep = f"1002.{uuid.uuid4().int % 10**6:06d}"
-    model.add(bash(f"sleep {sleep} & sleep {sleep}"), reply("never"))
+    os.mkfifo(workspace / "started")
+    model.add(bash(f"sleep {sleep} & cat started"), reply("never"))
     running = asyncio.create_task(editor.ask("wait"))
-    tool = await editor.wait_for_event("tool")
-    for _ in range(400):  # until the command runs (a hang guard, not a timing assertion)
-        if processes.running(sleep):
-            break
-        await asyncio.sleep(0.025)
+    async with opened_for_writing(workspace / "started"):  # once the command reads the pipe
+        assert processes.running(sleep)
 
-    answer = await editor.command("lspAgent.cancel", {"session": tool["session"]})
+        answer = await editor.command("lspAgent.cancel", {"session": editor.session})
 
     assert answer.cancelled is True
     assert (await running).status == "cancelled"
     assert processes.gone(sleep)
+
+
+@contextlib.asynccontextmanager
+async def opened_for_writing(fifo: Path, timeout: float = 20.0) -> AsyncIterator[None]:
+    """Open a named pipe for writing, which returns once a reader has it open."""
+    opening = asyncio.create_task(asyncio.to_thread(os.open, fifo, os.O_WRONLY))
+    try:
+        fd = await asyncio.wait_for(asyncio.shield(opening), timeout)
+    except asyncio.TimeoutError:
+        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))  # let the waiting open return
+        os.close(await opening)
+        raise AssertionError(f"nothing opened {fifo.name} within {timeout}s") from None
+    try:
+        yield
+    finally:
+        os.close(fd)
