@@ -31,6 +31,36 @@ from tests.fake_model import ScriptedModel
 
 EDITORS = ["visual-studio-code", "neovim"]
 
+REAL_EDITORS = ("test_vscode", "test_neovim")
+"""Test files that drive a real editor (code-server in Chromium, Neovim): the longest, heavy,
+and sharing the build caches in `.cache/`."""
+
+
+def real_editor(path: str | os.PathLike[str]) -> bool:
+    return Path(path).stem.startswith(REAL_EDITORS)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The real editors' files first: under pytest-xdist the longest unit starts first."""
+    items.sort(key=lambda item: not real_editor(item.path))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`-n 2 --dist loadfile` (the test command): a worker takes whole files, so a module's
+    shared server starts once, and all the real editors' files are one unit (one worker, one
+    after another: they would contend for the build caches and the CPU)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class ByFile(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "the real editors" if real_editor(path) else path
+
+    return ByFile(config, log)
+
 
 def new_workspace(root: Path) -> Path:
     """A git repository with one commit, like the folder a user opens."""
