@@ -32,8 +32,7 @@ from tests.fake_model import ScriptedModel
 EDITORS = ["visual-studio-code", "neovim"]
 
 REAL_EDITORS = ("test_vscode", "test_neovim")
-"""Test files that drive a real editor (code-server in Chromium, Neovim): the longest, heavy,
-and sharing the build caches in `.cache/`."""
+"""Test files that drive a real editor (code-server in Chromium, Neovim): the longest."""
 
 
 def real_editor(path: str | os.PathLike[str]) -> bool:
@@ -41,23 +40,27 @@ def real_editor(path: str | os.PathLike[str]) -> bool:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The real editors' files first: under pytest-xdist the longest unit starts first."""
+    """The real editors' files first: under pytest-xdist the longest units start first."""
     items.sort(key=lambda item: not real_editor(item.path))
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """`-n 2 --dist loadfile` (the test command): a worker takes whole files, so a module's
-    shared server starts once, and all the real editors' files are one unit (one worker, one
-    after another: they would contend for the build caches and the CPU)."""
+    shared server starts once; and the VS Code files are one unit, run one after another on one
+    worker, as they share the extension build and code-server in `.cache/`."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
 
+    # Hand out the files in collection order, the real editors first, not the most tests first:
+    # the longest units then start at once instead of last, alone on one worker.
+    config.option.loadscopereorder = False
+
     class ByFile(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
-            return "the real editors" if real_editor(path) else path
+            return "VS Code" if Path(path).stem.startswith("test_vscode") else path
 
     return ByFile(config, log)
 
