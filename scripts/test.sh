@@ -32,7 +32,7 @@ echo "== mypy"
 .venv/bin/mypy
 echo "== pytest"
 status=0
-# Two workers, each taking whole files (tests/conftest.py: the VS Code files as one unit).
+# Two workers, each taking whole files (tests/conftest.py: the real editors' files as one).
 .venv/bin/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile "$@" || status=$?
 if [ "$status" -eq 5 ]; then
   echo "pytest collected no tests: that is a failure" >&2

@@ -47,20 +47,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """`-n 2 --dist loadfile` (the test command): a worker takes whole files, so a module's
-    shared server starts once; and the VS Code files are one unit, run one after another on one
-    worker, as they share the extension build and code-server in `.cache/`."""
+    shared server starts once; and the real editors' files are one unit, run one after another
+    on one worker: the VS Code files share the extension build and code-server in `.cache/`,
+    and no editor's UI waits on another's for the CPU."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
 
     # Hand out the files in collection order, the real editors first, not the most tests first:
-    # the longest units then start at once instead of last, alone on one worker.
+    # the longest unit then starts at once instead of last, alone on one worker.
     config.option.loadscopereorder = False
 
     class ByFile(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
-            return "VS Code" if Path(path).stem.startswith("test_vscode") else path
+            return "the real editors" if real_editor(path) else path
 
     return ByFile(config, log)
 
