@@ -1,25 +1,35 @@
-"""Benchmark: `<file_changes>` on a 50 000-file git repository (DESIGN §8).
+"""Benchmark: the change tracker on git repositories of 5 000, 50 000 and 200 000 files.
 
-Generates, in a temporary folder, a git repository of 50 000 files in 2 500 directories,
-committed once, plus untracked clutter the tracker must not watch (`node_modules`, `.venv`,
-`build/`). Then prints three figures:
+For each size it generates (or reuses, with `--keep DIR`) a repository of small source files in
+folders of 20, committed once, plus untracked clutter the tracker must never watch
+(`node_modules`, `.venv`, `build/`). The index is refreshed once before measuring, as a
+repository a user works in is (a freshly committed index is "racily clean" and makes every git
+status hash every file). Then, for each observer:
 
-(a) the cost of producing the file changes per model call (`changes_since_snapshot()`, with 5
-    files changed since the snapshot) against one full `git status` — target ≤ 0.2×;
-(b) the tracker's resident memory while it watches the repository, measured in a child process
-    that does nothing else — target ≤ 150 MB;
-(c) correctness over a scripted series of edits, new files, deletes, renames (plain, staged and
-    of a whole directory), staging, stash, branch switches, commits and ignored-file churn: after
-    each step, the tracker's entries against a reference computed from full `git status` and
-    `git ls-files` runs (never from watchdog), and the tracker's incremental status map against
-    a full `git status` — target 0 differences.
+- `inotify`: the workspace is watched (`observer="auto"` on Linux);
+- `polling`: nothing is watched, as past the kernel's inotify limit (one comparison a turn).
 
-The inotify watch limit (`/proc/sys/fs/inotify/max_user_watches`) is printed; when it is too low
-for the repository, the tracker falls back to polling and the figures say so. `--max-watches N`
-forces that fallback to measure it.
+it prints:
 
-Usage: .venv/bin/python benchmarks/changes.py [--files 50000] [--dirs 2500] [--runs 15]
-       [--observer auto|polling] [--max-watches N] [--keep DIR]
+(a) **start**: `start()` from nothing to ready (find the repository, place the watches, one full
+    `git status`): what a first ask no longer waits for.
+(b) **detection per call**, with 5 and with 500 tracked files changed since the snapshot: the time
+    of the model call's `changes_since_snapshot()` once the watcher has the events: the refresh
+    (index and HEAD lookups, hashing the changed files, ignore checks), judging the entries and
+    their diffs. With `polling` it is the first call after a snapshot, which compares everything
+    (one full `git status` and hashing what it lists); the snapshot itself costs as much again.
+    Not included: the wait for the kernel's events (milliseconds), rendering the note (µs).
+    For scale, one full `git status` and one `git status -- <the 5 paths>` on the same tree.
+(c) **idle**, in a child process that runs only the tracker: CPU seconds per minute (the tracker's
+    process and its git helpers) over `--idle-seconds` of nobody touching the tree, and resident
+    memory (the tracker's process; its long-lived git helpers apart).
+
+`--check` adds (d): correctness over a scripted series of edits, new files, deletes, renames,
+staging, stash, branch switches, commits and ignored churn, against full `git status` and
+`git ls-files` runs (never from watchdog); target 0 differences.
+
+Usage: .venv/bin/python benchmarks/changes.py [--sizes 5000,50000,200000] [--changed 5,500]
+       [--observers inotify,polling] [--runs 7] [--idle-seconds 20] [--keep DIR] [--check]
 """
 
 from __future__ import annotations
@@ -30,6 +40,7 @@ import hashlib
 import json
 import os
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -56,8 +67,10 @@ from lsp_agent.changes.tracker import (
 
 GIT_ENV = {**os.environ, "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "b@example.com"}
 GIT_ENV |= {"GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "b@example.com"}
-CONVERGE_S = 30.0
-"""How long (c) waits for the tracker to agree with the reference after a step."""
+CONVERGE_S = 60.0
+"""How long a step waits for the tracker to see what it expects."""
+PER_DIR = 20
+"""Files per generated folder."""
 
 
 def git(root: Path, *args: str) -> str:
@@ -68,17 +81,17 @@ def git(root: Path, *args: str) -> str:
 
 
 def leaf_dirs(dirs: int) -> list[str]:
-    """`dirs` leaf folders, 50 per group folder (so about `dirs` folders in all)."""
-    return [f"src/group{d // 50:02d}/pkg{d:04d}" for d in range(dirs)]
+    """`dirs` leaf folders, 50 per group folder."""
+    return [f"src/group{d // 50:03d}/pkg{d:05d}" for d in range(dirs)]
 
 
-def build_repository(root: Path, files: int, dirs: int) -> None:
-    """The repository: `files` small source files spread over `dirs` folders, one commit."""
-    per_dir = max(1, files // dirs)
+def build_repository(root: Path, files: int) -> None:
+    """The repository: `files` small source files, `PER_DIR` a folder, one commit."""
+    dirs = max(1, files // PER_DIR)
     for number, folder in enumerate(leaf_dirs(dirs)):
         path = root / folder
         path.mkdir(parents=True)
-        for index in range(per_dir):
+        for index in range(PER_DIR):
             lines = [f'"""Module {number}.{index}."""', ""]
             lines += [f"VALUE_{k} = {number * 1000 + index * 10 + k}" for k in range(18)]
             (path / f"mod{index:02d}.py").write_text("\n".join(lines) + "\n")
@@ -86,192 +99,215 @@ def build_repository(root: Path, files: int, dirs: int) -> None:
     (root / "README.md").write_text("# synthetic\n")
     git(root, "init", "-q", "-b", "main")
     git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "synthetic repository")
-    # Clutter that is never committed and never watched.
+    git(root, "-c", "gc.auto=0", "commit", "-q", "-m", "synthetic repository")
+    git(root, "gc", "-q")  # packed, as a clone is
     for name, count in (("node_modules", 300), (".venv/lib/site-packages", 200), ("build", 200)):
         for index in range(count):
             folder = root / name / f"p{index:03d}"
             folder.mkdir(parents=True)
             (folder / "index.js").write_text("module.exports = 1\n")
+    settle_index(root)
 
 
-def count_dirs(root: Path) -> int:
-    total = 0
-    for _, dirnames, _ in os.walk(root):
-        total += len(dirnames)
-    return total
+def settle_index(root: Path) -> None:
+    """Refresh the index's stat data once the files are older than it, as in a repository a
+    user works in (the index written with the files is racily clean)."""
+    time.sleep(1.1)  # racy-git works at one-second granularity on some file systems
+    subprocess.run(["git", "update-index", "-q", "--refresh"], cwd=root, env=GIT_ENV)
+    subprocess.run(["git", "status", "--porcelain"], cwd=root, env=GIT_ENV, capture_output=True)
 
 
-def read_int(path: str) -> int | None:
-    try:
-        return int(Path(path).read_text().strip())
-    except (OSError, ValueError):
-        return None
+def repository(size: int, keep: Path | None, scratch: Path) -> Path:
+    root = ((keep or scratch) / f"repo-{size}").resolve()
+    marker = root / ".git" / "lsp-agent-bench"
+    if marker.exists():
+        reset_repository(root)
+        return root
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    begin = time.perf_counter()
+    build_repository(root, size)
+    marker.write_text(git(root, "rev-parse", "HEAD"))
+    print(f"  generated {size} files in {time.perf_counter() - begin:.0f} s: {root}")
+    return root
 
 
-def median_ms(samples: list[float]) -> float:
-    return statistics.median(samples) * 1000
+def reset_repository(root: Path) -> None:
+    """Back to the generated commit, on main, nothing stashed, no other branch."""
+    start = (root / ".git" / "lsp-agent-bench").read_text().strip()
+    for args in (
+        ("checkout", "-q", "-f", "main"),
+        ("reset", "-q", "--hard", start),
+        ("clean", "-qfd", "src"),
+        ("stash", "clear"),
+    ):
+        git(root, *args)
+    if "feature" in git(root, "branch", "--list", "feature"):
+        git(root, "branch", "-q", "-D", "feature")
+    settle_index(root)
 
 
-def tracker_for(root: Path, args: argparse.Namespace, log: list[str]) -> ChangeTracker:
-    return ChangeTracker(
-        root,
-        observer=args.observer,
-        max_watches=args.max_watches,
-        poll_interval=args.poll_interval,
-        log_line=log.append,
-    )
+def observer_kind(name: str) -> str:
+    return "auto" if name == "inotify" else "polling"
 
 
 def tracked_files(root: Path) -> list[str]:
     return git(root, "ls-files").splitlines()
 
 
-async def wait_for_events(tracker: ChangeTracker, expected: int) -> list[FileChangeEntry]:
-    """Entries once `expected` files show up (watchdog delivers within milliseconds)."""
+def ms(samples: list[float]) -> float:
+    return statistics.median(samples) * 1000
+
+
+async def wait_until(
+    tracker: ChangeTracker, done: Callable[[list[FileChangeEntry]], bool]
+) -> list[FileChangeEntry]:
     deadline = time.monotonic() + CONVERGE_S
     entries: list[FileChangeEntry] = []
     while time.monotonic() < deadline:
-        await tracker.settle(quiet=0.1)
         entries = await tracker.changes_since_snapshot()
-        if len(entries) >= expected:
+        if done(entries):
             break
         await asyncio.sleep(0.05)
     return entries
 
 
-async def measure_cost(root: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """(a): per-call cost with 5 changed files, with none, and one full `git status`."""
-    log: list[str] = []
-    tracker = tracker_for(root, args, log)
-    started = time.perf_counter()
+def full_status_s(root: Path, paths: list[str] | None = None) -> float:
+    args = ["git", "status", "--porcelain=v2", "-z", "--untracked-files=all"]
+    begin = time.perf_counter()
+    subprocess.run(
+        [*args, *(["--", *paths] if paths else [])],
+        cwd=root,
+        capture_output=True,
+        check=True,
+        env={**GIT_ENV, "GIT_OPTIONAL_LOCKS": "0"},
+    )
+    return time.perf_counter() - begin
+
+
+async def measure(root: Path, observer: str, counts: list[int], runs: int) -> dict[str, Any]:
+    """(a) and (b) for one repository and one observer."""
+    tracker = ChangeTracker(root, observer=observer_kind(observer))  # type: ignore[arg-type]
+    begin = time.perf_counter()
     await tracker.start()
-    start_ms = (time.perf_counter() - started) * 1000
-    rng = random.Random(11)
+    result: dict[str, Any] = {"start_ms": (time.perf_counter() - begin) * 1000}
+    result["watching"] = tracker.watching
     files = tracked_files(root)
-    with_changes: list[float] = []
-    idle: list[float] = []
-    limited: list[float] = []
-    full: list[float] = []
-    seen_counts: list[int] = []
+    rng = random.Random(11)
     try:
-        for round_ in range(args.runs + 1):
-            await tracker.snapshot()
-            chosen = rng.sample(files, 5)
-            edited = time.monotonic()
-            for rel in chosen:
-                with (root / rel).open("a") as handle:
-                    handle.write(f"# edited in round {round_}\n")
-            # Let the events arrive first: what is timed is the work of the model call.
-            await tracker.settle(quiet=0.2, since=edited, timeout=CONVERGE_S)
-            begin = time.perf_counter()
-            entries = await tracker.changes_since_snapshot()
-            call_s = time.perf_counter() - begin
-            begin = time.perf_counter()
-            await tracker.changes_since_snapshot()
-            idle_s = time.perf_counter() - begin
-            begin = time.perf_counter()
-            subprocess.run(
-                ["git", "status", "--porcelain=v2", "-z", "--untracked-files=all"],
-                cwd=root,
-                capture_output=True,
-                check=True,
-                env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
-            )
-            full_s = time.perf_counter() - begin
-            begin = time.perf_counter()
-            subprocess.run(
-                ["git", "status", "--porcelain=v2", "-z", "--untracked-files=all", "--", *chosen],
-                cwd=root,
-                capture_output=True,
-                check=True,
-                env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
-            )
-            limited_s = time.perf_counter() - begin
-            reverted = time.monotonic()
-            git(root, "checkout", "-q", "--", *chosen)
-            await tracker.settle(quiet=0.2, since=reverted, timeout=CONVERGE_S)
-            if round_ > 0:  # the first round warms the page cache
-                with_changes.append(call_s)
-                idle.append(idle_s)
-                full.append(full_s)
-                limited.append(limited_s)
-                seen_counts.append(len(entries))
+        for count in counts:
+            calls: list[float] = []
+            snapshots: list[float] = []
+            seen: list[int] = []
+            for round_ in range(runs + 1):
+                begin = time.perf_counter()
+                await tracker.snapshot()
+                snapshot_s = time.perf_counter() - begin
+                chosen = rng.sample(files, count)
+                edited = time.monotonic()
+                for rel in chosen:
+                    with (root / rel).open("a") as handle:
+                        handle.write(f"# edited in round {round_}\n")
+                if tracker.watching == "inotify":
+                    # What is timed is the model call, not the kernel's delivery.
+                    await tracker.settle(quiet=0.3, since=edited, timeout=CONVERGE_S)
+                begin = time.perf_counter()
+                entries = await tracker.changes_since_snapshot()
+                call_s = time.perf_counter() - begin
+                if round_ > 0:  # the first round warms the page cache
+                    calls.append(call_s)
+                    snapshots.append(snapshot_s)
+                    seen.append(len([e for e in entries if e.status == MODIFIED]))
+                subprocess.run(
+                    ["git", "checkout", "-q", "--", *chosen], cwd=root, env=GIT_ENV, check=True
+                )
+                if tracker.watching == "inotify":
+                    await tracker.settle(quiet=0.3, timeout=CONVERGE_S)
+            result[f"call_ms_{count}"] = ms(calls)
+            result[f"snapshot_ms_{count}"] = ms(snapshots)
+            result[f"seen_{count}"] = (min(seen), max(seen))
     finally:
-        watching, fallback = tracker.watching, tracker.fallback_reason or ""
         await tracker.stop()
-    return {
-        "start_ms": start_ms,
-        "call_ms": median_ms(with_changes),
-        "idle_ms": median_ms(idle),
-        "full_ms": median_ms(full),
-        "limited_ms": median_ms(limited),
-        "entries_min": min(seen_counts),
-        "entries_max": max(seen_counts),
-        "watching": watching,
-        "fallback": fallback,
-    }
+    sample = files[:5]
+    result["status_ms"] = statistics.median(full_status_s(root) for _ in range(3)) * 1000
+    result["limited_ms"] = statistics.median(full_status_s(root, sample) for _ in range(3)) * 1000
+    return result
 
 
-def inotify_watches() -> int:
-    """Inotify watches held by this process (from /proc/self/fdinfo)."""
-    total = 0
-    for fd in os.listdir("/proc/self/fd"):
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process and of its children that are still running."""
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    for candidate in [pid, *children(pid)]:
         try:
-            if os.readlink(f"/proc/self/fd/{fd}") != "anon_inode:inotify":
-                continue
-            with open(f"/proc/self/fdinfo/{fd}") as info:
-                total += sum(1 for line in info if line.startswith("inotify wd:"))
-        except OSError:
+            fields = Path(f"/proc/{candidate}/stat").read_text().rsplit(") ", 1)[1].split()
+        except (OSError, IndexError):
             continue
+        total += (int(fields[11]) + int(fields[12])) / tick
     return total
 
 
-def rss_mb(field: str = "VmRSS") -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+def children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(") ", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry))
+    return found
 
 
-async def memory_child(root: Path, args: argparse.Namespace) -> None:
-    """(b), in a process of its own: start, watch, answer a call, and report the memory."""
-    before = rss_mb()
-    log: list[str] = []
-    tracker = tracker_for(root, args, log)
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+async def idle_child(root: Path, observer: str, idle_s: float) -> None:
+    """(c), in a process of its own: start, answer a call, then sit idle while measured."""
+    tracker = ChangeTracker(root, observer=observer_kind(observer))  # type: ignore[arg-type]
     await tracker.start()
     await tracker.snapshot()
-    files = tracked_files(root)[:5]
-    for rel in files:
+    first = tracked_files(root)[:5]
+    for rel in first:
         with (root / rel).open("a") as handle:
-            handle.write("# memory round\n")
-    await wait_for_events(tracker, 5)
-    await asyncio.sleep(3 * args.poll_interval if tracker.watching == "polling" else 0.5)
+            handle.write("# idle round\n")
+    await wait_until(tracker, lambda e: len(e) >= 5)
+    me = os.getpid()
+    cpu_before, wall_before = cpu_s(me), time.monotonic()
+    usage_before = resource.getrusage(resource.RUSAGE_SELF)
+    await asyncio.sleep(idle_s)
+    usage_after = resource.getrusage(resource.RUSAGE_SELF)
+    own = (usage_after.ru_utime - usage_before.ru_utime) + (
+        usage_after.ru_stime - usage_before.ru_stime
+    )
+    wall = time.monotonic() - wall_before
+    helpers = children(me)
     report = {
-        "before_mb": before,
-        "rss_mb": rss_mb(),
-        "peak_mb": rss_mb("VmHWM"),
-        "watches": inotify_watches(),
+        "cpu_s_per_min": (cpu_s(me) - cpu_before) / wall * 60,
+        "own_cpu_s_per_min": own / wall * 60,
+        "rss_mb": rss_mb(me),
+        "peak_mb": rss_mb(me, "VmHWM"),
+        "helpers_mb": sum(rss_mb(pid) for pid in helpers),
+        "helpers": len(helpers),
         "watching": tracker.watching,
     }
     await tracker.stop()
-    git(root, "checkout", "-q", "--", *files)
+    git(root, "checkout", "-q", "--", *first)
     print(json.dumps(report))
 
 
-def measure_memory(root: Path, args: argparse.Namespace) -> dict[str, Any]:
-    command = [
-        sys.executable,
-        __file__,
-        "--memory-child",
-        str(root),
-        "--observer",
-        args.observer,
-        "--poll-interval",
-        str(args.poll_interval),
-    ]
-    if args.max_watches is not None:
-        command += ["--max-watches", str(args.max_watches)]
+def measure_idle(root: Path, observer: str, idle_s: float) -> dict[str, Any]:
+    command = [sys.executable, __file__, "--idle-child", str(root), "--observers", observer]
+    command += ["--idle-seconds", str(idle_s)]
     output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
     result: dict[str, Any] = json.loads(output.strip().splitlines()[-1])
     return result
@@ -279,7 +315,7 @@ def measure_memory(root: Path, args: argparse.Namespace) -> dict[str, Any]:
 
 @dataclass
 class Truth:
-    """The repository as full git commands see it: the reference for (c)."""
+    """The repository as full git commands see it: the reference for (d)."""
 
     head: str | None
     branch: str | None
@@ -289,7 +325,6 @@ class Truth:
     """Path → blob of every tracked path (`git ls-files -s`)."""
 
     def content(self, path: str) -> str | None:
-        """The blob hash of what the file holds: the worktree's if dirty, else the index's."""
         if path in self.dirty:
             return self.dirty[path][1]
         return self.index.get(path)
@@ -313,9 +348,7 @@ def take_truth(root: Path) -> Truth:
     ).stdout
     dirty: dict[str, tuple[str, str | None]] = {}
     for record in out.split(b"\0"):
-        if any(part in EXCLUDED_DIRS for part in os.fsdecode(record).split("/")):
-            continue  # never reported by policy, even when not ignored (node_modules, …)
-        if not record:
+        if not record or any(part in EXCLUDED_DIRS for part in os.fsdecode(record).split("/")):
             continue
         if record[:1] == b"1":
             parts = record.split(b" ", 8)
@@ -342,13 +375,8 @@ def take_truth(root: Path) -> Truth:
     return Truth(head or None, branch or f"(detached at {head[:7]})", dirty, index)
 
 
-def expected_entries(root: Path, then: Truth, now: Truth) -> set[tuple[str, str, str | None]]:
-    """(path, status, old path) of each file whose content changed between the two truths.
-
-    A path clean (or absent) at both moments is left out: when HEAD moved, its change is the
-    branch line's to tell, not a file entry. A deleted and an added file with the same content
-    are one file renamed.
-    """
+def expected_entries(then: Truth, now: Truth) -> set[tuple[str, str, str | None]]:
+    """(path, status, old path) of each file whose content changed between the two truths."""
     changed: dict[str, tuple[str, str | None]] = {}
     for path in set(then.dirty) | set(now.dirty):
         before, after = then.content(path), now.content(path)
@@ -503,10 +531,9 @@ def entry_set(entries: list[FileChangeEntry]) -> set[tuple[str, str, str | None]
     return {(e.path, e.status, e.old_path) for e in entries if e.status != BRANCH}
 
 
-async def check_correctness(root: Path, args: argparse.Namespace) -> tuple[int, int]:
-    """(c): differences in entries and in the status map, summed over the script's steps."""
-    log: list[str] = []
-    tracker = tracker_for(root, args, log)
+async def check_correctness(root: Path, observer: str) -> tuple[int, int]:
+    """(d): differences in entries and in the status map, summed over the script's steps."""
+    tracker = ChangeTracker(root, observer=observer_kind(observer))  # type: ignore[arg-type]
     await tracker.start()
     entry_differences = status_differences = 0
     try:
@@ -516,18 +543,19 @@ async def check_correctness(root: Path, args: argparse.Namespace) -> tuple[int, 
         for number, (what, step, end_of_turn) in enumerate(script(root), start=1):
             step()
             now = take_truth(root)
-            want = expected_entries(root, then, now)
+            want = expected_entries(then, now)
             want_branch = expected_branch(root, then, now)
             want_codes = {p: code for p, (code, _) in now.dirty.items()}
             begin = time.monotonic()
             got: list[FileChangeEntry] = []
+            branch = None
             while True:
                 await tracker.settle(quiet=0.3)
                 got = await tracker.changes_since_snapshot()
                 branch = next((e.detail for e in got if e.status == BRANCH), None)
                 agree = entry_set(got) == want and branch == want_branch
                 if (agree and tracker.status_map() == want_codes) or (
-                    time.monotonic() - begin > CONVERGE_S
+                    time.monotonic() - begin > CONVERGE_S or tracker.watching != "inotify"
                 ):
                     break
                 await asyncio.sleep(0.1)
@@ -548,7 +576,8 @@ async def check_correctness(root: Path, args: argparse.Namespace) -> tuple[int, 
                 print(f"        extra   {item}")
             if branch_wrong:
                 print(f"        branch: got {branch!r}, want {want_branch!r}")
-            if end_of_turn:
+            # Without a watcher, changes are compared once a turn: every step is a turn.
+            if end_of_turn or observer != "inotify":
                 await tracker.settle(quiet=0.3)
                 await tracker.snapshot()
                 then = take_truth(root)
@@ -558,70 +587,60 @@ async def check_correctness(root: Path, args: argparse.Namespace) -> tuple[int, 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--files", type=int, default=50_000)
-    parser.add_argument("--dirs", type=int, default=2_500)
-    parser.add_argument("--runs", type=int, default=15, help="timed model calls for (a)")
-    parser.add_argument("--observer", choices=["auto", "polling"], default="auto")
-    parser.add_argument("--max-watches", type=int, help="cap the tracker's inotify watches")
-    parser.add_argument("--poll-interval", type=float, default=2.0)
-    parser.add_argument("--keep", type=Path, help="build the repository here and keep it")
-    parser.add_argument("--memory-child", type=Path, help=argparse.SUPPRESS)
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--sizes", default="5000,50000,200000")
+    parser.add_argument("--changed", default="5,500")
+    parser.add_argument("--observers", default="inotify,polling")
+    parser.add_argument("--runs", type=int, default=7, help="timed calls per figure")
+    parser.add_argument("--idle-seconds", type=float, default=20.0)
+    parser.add_argument("--keep", type=Path, help="build the repositories here and reuse them")
+    parser.add_argument("--check", action="store_true", help="also run (d), on the largest size")
+    parser.add_argument("--idle-child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.memory_child is not None:
-        asyncio.run(memory_child(args.memory_child, args))
+    observers = args.observers.split(",")
+    if args.idle_child is not None:
+        asyncio.run(idle_child(args.idle_child, observers[0], args.idle_seconds))
         return
+    sizes = [int(s) for s in args.sizes.split(",")]
+    counts = [int(c) for c in args.changed.split(",")]
+    limit = Path("/proc/sys/fs/inotify/max_user_watches").read_text().strip()
+    print(f"inotify max_user_watches = {limit}; {os.cpu_count()} cores; git {git_version()}")
     with tempfile.TemporaryDirectory(prefix="lsp-agent-changes-") as scratch:
-        root = (args.keep or Path(scratch) / "repo").resolve()
-        if args.keep and root.exists():
-            shutil.rmtree(root)
-        root.mkdir(parents=True)
-        begin = time.perf_counter()
-        build_repository(root, args.files, args.dirs)
-        tracked = len(tracked_files(root))
-        print(
-            f"generated {tracked} files in {count_dirs(root / 'src') + 1} folders under src/ "
-            f"({count_dirs(root)} folders in all, clutter included) in "
-            f"{time.perf_counter() - begin:.1f} s: {root}"
-        )
-        limit = read_int("/proc/sys/fs/inotify/max_user_watches")
-        needed = count_dirs(root / "src") + 1 + 6
-        print(
-            f"inotify: max_user_watches = {limit}; the tracker needs about {needed} "
-            f"({'enough' if limit is None or limit >= needed else 'TOO LOW: it will poll'})"
-            + (f"; capped at {args.max_watches} by --max-watches" if args.max_watches else "")
-        )
+        for size in sizes:
+            print(f"\n{size} files")
+            root = repository(size, args.keep, Path(scratch))
+            for observer in observers:
+                figures = asyncio.run(measure(root, observer, counts, args.runs))
+                idle = measure_idle(root, observer, args.idle_seconds)
+                print(f"  {observer} (watching: {figures['watching']})")
+                print(f"    (a) start to ready                       {figures['start_ms']:9.1f} ms")
+                for count in counts:
+                    low, high = figures[f"seen_{count}"]
+                    print(
+                        f"    (b) call, {count:3} files changed             "
+                        f"{figures[f'call_ms_{count}']:9.1f} ms  ({low}-{high} entries); "
+                        f"snapshot {figures[f'snapshot_ms_{count}']:.1f} ms"
+                    )
+                print(
+                    f"        for scale: full git status {figures['status_ms']:.0f} ms, "
+                    f"git status -- 5 paths {figures['limited_ms']:.0f} ms"
+                )
+                print(
+                    f"    (c) idle CPU {idle['cpu_s_per_min']:.2f} s/min "
+                    f"(tracker process alone {idle['own_cpu_s_per_min']:.2f}); "
+                    f"RSS {idle['rss_mb']:.1f} MB (peak {idle['peak_mb']:.1f}); "
+                    f"{idle['helpers']} git helpers {idle['helpers_mb']:.1f} MB"
+                )
+            if args.check and size == sizes[-1]:
+                for observer in observers:
+                    print(f"\n(d) correctness, {observer}, against full git status, step by step")
+                    reset_repository(root)
+                    entries, status = asyncio.run(check_correctness(root, observer))
+                    print(f"  differences: {entries} in the entries, {status} in the status map")
 
-        print("\n(a) cost per model call, 5 files changed since the snapshot")
-        cost = asyncio.run(measure_cost(root, args))
-        print(
-            f"  watching with: {cost['watching']}"
-            + (f" ({cost['fallback']})" if cost["fallback"] else "")
-        )
-        print(f"  tracker start (first full status, watches)  {cost['start_ms']:8.1f} ms")
-        print(
-            f"  changes_since_snapshot, 5 files changed      {cost['call_ms']:8.1f} ms"
-            f"   ({cost['entries_min']}-{cost['entries_max']} entries with diffs)"
-        )
-        print(f"  changes_since_snapshot, nothing new           {cost['idle_ms']:8.1f} ms")
-        print(f"  git status limited to the 5 paths (for scale) {cost['limited_ms']:8.1f} ms")
-        print(f"  one full git status                            {cost['full_ms']:8.1f} ms")
-        print(
-            f"  ratio: {cost['call_ms'] / cost['full_ms']:.3f}× a full git status (target ≤ 0.2×)"
-        )
 
-        print("\n(b) resident memory of a process running only the tracker")
-        memory = measure_memory(root, args)
-        print(f"  watching with: {memory['watching']}, inotify watches held: {memory['watches']}")
-        print(f"  before start (interpreter + imports): {memory['before_mb']:.1f} MB")
-        print(
-            f"  while watching: {memory['rss_mb']:.1f} MB resident, peak {memory['peak_mb']:.1f} MB"
-            " (target ≤ 150 MB)"
-        )
-
-        print("\n(c) correctness against full git status, step by step")
-        entries, status = asyncio.run(check_correctness(root, args))
-        print(f"  differences: {entries} in the entries, {status} in the status map (target 0)")
+def git_version() -> str:
+    return subprocess.run(["git", "--version"], capture_output=True, text=True).stdout.split()[-1]
 
 
 if __name__ == "__main__":

@@ -1,145 +1,238 @@
-"""Benchmark: the harness's own work per model call with a 100k-token history (target ≤ 10 ms).
+"""Benchmark: the server's own time per model call, through `lsp-agent serve` (target ≤ 2 ms at 1M).
 
-Builds a stored history of about 100 000 tokens (bytes ÷ 3.5) from the scripted session of
-`prefix_stability.py`, then times, per model call, what the loop does besides waiting for the
-model: `before_call` (the compactAt guard), `build_request` with the reminder (`<context>` with
-the branch, `<todos>`, `<file_changes>` from the git-status fallback, already compared this turn),
-and the meter's bookkeeping for the reply and a tool result. Median and p95 over many calls, for
-a history sent whole and for one whose old tool results are stubs.
+For each history size (10k, 100k and 1M tokens by default, bytes ÷ 3.5) it stores a session of
+that size with the package's transcript store (the scripted session of `prefix_stability.py`:
+files of 2–20 KB, command outputs, searches, edits), starts `lsp-agent serve` under a real LSP
+client (`tests/editor.py`), and asks on that session while the scripted endpoint on loopback
+answers `--calls` calls of the `todo` tool and then an answer.
 
-It also times the decisions that run once per turn, for information: `end_of_turn` when nothing
-is needed (the common case), `end_of_turn` deciding a strip over the whole 100k history, and the
-git-status fallback's snapshot and comparison on the given repository.
+The figure is, for every call after the first, the time from the last byte of the endpoint's
+reply to the arrival of the next request, as the endpoint sees it; and beside it the server's
+CPU time per call (all its threads, read from /proc when each request arrives), which a busy
+machine does not inflate the way it stretches the wall-clock figure. It covers what the server
+does between two model calls: the SSE parse, the reply and the tool result stored (transcript
+writes), the tool itself (`todo`: no I/O), the events and notifications sent to the editor, the
+context layers' guard, the reminder (git branch, plan, file changes), and the request encoded
+and sent. It leaves out the first request of a turn (resuming the session reads its
+transcript), the time tools with I/O take, and the model's own time.
 
-Usage: .venv/bin/python benchmarks/overhead.py [--repo DIR] [--tokens N] [--runs N]
+Two views of each history: sent whole, and with the old tool results sent as stubs (a stored
+strip decision, as after `stripAt`), where the layers give every stub as a new message.
+
+`--server-path DIR` runs the server from another checkout (e.g. the code before a change), with
+the same stored sessions and the same client.
+
+Usage: .venv/bin/python benchmarks/overhead.py [--tokens 10000,100000,1000000] [--calls N]
+       [--server-path DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import gc
+import itertools
+import json
+import os
 import random
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 
-from prefix_stability import NoteWriter, Script, code_text
+from prefix_stability import Script
 
-from lsp_agent.config import Settings
-from lsp_agent.context.layers import before_call, end_of_turn
-from lsp_agent.context.reminder import GitStatusChanges, reminder_message
-from lsp_agent.context.tokens import Message, TokenMeter, request_bytes
-from lsp_agent.context.view import ContextState, build_request
-from lsp_agent.model.provider import Usage
-from lsp_agent.tools.todo import TodoItem
+from lsp_agent.agent.prompt import system_prompt
+from lsp_agent.context.layers import ContextEvent
+from lsp_agent.context.tokens import Message, request_bytes
+from lsp_agent.context.view import ContextState
+from lsp_agent.messages import estimate_tokens
+from lsp_agent.model.encoding import RequestEncoder
+from lsp_agent.session.store import SessionStore
+from tests.editor import start_editor
+from tests.fake_model import ScriptedModel, Step, reply, tool_call
 
-PLAN = [
-    TodoItem("Reproduce the failure", "done"),
-    TodoItem("Fix the tokenizer", "in_progress"),
-    TodoItem("Run the whole suite", "pending"),
-]
+PLAN = {"items": [{"text": "Measure the overhead", "status": "in_progress"}]}
 
 
-def history_of(tokens: int, seed: int = 3) -> list[Message]:
+def history_of(root: Path, tokens: int, seed: int = 3) -> list[Message]:
     """A stored history of about `tokens` tokens, from the scripted session."""
     rng = random.Random(seed)
-    script = Script(rng, 10_000, cap=10_000)
-    history: list[Message] = [{"role": "system", "content": "You are lsp-agent. " + "x" * 6000}]
-    meter = TokenMeter()
-    while meter.estimate(history) < tokens:
-        history.append(script.prompt())
+    script = Script(rng, 10**9, cap=10_000)
+    history: list[Message] = [{"role": "system", "content": system_prompt(root)}]
+    size = request_bytes(history)
+    while estimate_tokens(size) < tokens:
+        turn = [script.prompt()]
         for _ in range(script.calls_in_turn()):
             assistant, results = script.tool_step()
-            history += [assistant, *results]
-        history.append(script.answer())
+            turn += [assistant, *results]
+            if estimate_tokens(size + request_bytes(turn)) >= tokens:
+                break
+        else:
+            turn.append(script.answer())
+        history += turn
+        size += request_bytes(turn)
     return history
 
 
-def stats(samples: list[float]) -> str:
-    ordered = sorted(samples)
-    p95 = ordered[int(len(ordered) * 0.95) - 1]
-    return f"median {statistics.median(samples) * 1000:7.3f} ms   p95 {p95 * 1000:7.3f} ms"
+def store_session(root: Path, state: Path, history: list[Message], stubbed: bool) -> str:
+    """Write `history` as a stored session; `stubbed` adds a strip decision over it."""
+    transcript = SessionStore(root, state).create()
+    turn = 0
+    for message in history:
+        if message["role"] == "user":
+            turn += 1
+        transcript.append({"type": "message", "turn": turn, "message": message})
+    if stubbed:
+        strip = ContextState(strip_before=len(history) - 4, decided_at=len(history))
+        event = ContextEvent("strip", 0, 0, strip, "end_of_turn")
+        transcript.append(event.record())
+    transcript.close()
+    return transcript.session_id
 
 
-async def timed(action: Callable[[], Awaitable[object]], runs: int) -> list[float]:
-    samples = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        await action()
-        samples.append(time.perf_counter() - start)
-    return samples
+def workspace(base: Path) -> tuple[Path, Path, Path]:
+    root, state, home = base / "project", base / "state", base / "home"
+    for path in (root, state, home):
+        path.mkdir()
+    (root / "README.md").write_text("a project\n")
+    git = ["git", "-C", str(root), "-c", "user.name=b", "-c", "user.email=b@example.com"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "start"], check=True)
+    return root, state, home
 
 
-async def measure(repo: Path, tokens: int, runs: int) -> None:
-    history = history_of(tokens)
-    settings = Settings()  # 128k window: 100k is past stripAt, below compactAt
-    writer = NoteWriter()
-    changes = GitStatusChanges(repo)
-    await changes.snapshot()
-    await changes.changes()  # the turn's comparison, done at its first call
-    rng = random.Random(1)
-    reply = {"role": "assistant", "content": "", "tool_calls": []}
-    result = {"role": "tool", "tool_call_id": "x", "content": code_text(rng, 8000)}
-    stripped, _ = await end_of_turn(history, ContextState(), settings, writer, TokenMeter())
-    size = TokenMeter().estimate(history)
-    print(f"stored history: {len(history)} messages, {size:,} tokens (bytes ÷ 3.5)")
-    print(f"repository for the reminder: {repo}\n")
-
-    for label, state in (("sent whole", ContextState()), ("old results stubbed", stripped)):
-        meter = TokenMeter()
-        view_bytes = request_bytes(build_request(history, state))
-        meter.rebase(view_bytes)
-
-        async def one_call(
-            state: ContextState = state, meter: TokenMeter = meter, view_bytes: int = view_bytes
-        ) -> None:
-            state, _ = await before_call(history, state, settings, writer, meter)
-            reminder = await reminder_message(
-                repo, todos=PLAN, file_changes=await changes.changes()
+async def measure(tokens: int, calls: int, stubbed: bool) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="lsp-agent-overhead-") as temp:
+        root, state, home = workspace(Path(temp))
+        history = history_of(root, tokens)
+        session = store_session(root, state, history, stubbed)
+        with ScriptedModel() as model:
+            settings = {
+                "baseUrl": model.base_url,
+                "model": "test-model",
+                "contextWindow": max(4 * tokens, 128_000),  # no layer decides during the run
+            }
+            editor = await start_editor(
+                root, "visual-studio-code", settings, state_dir=state, home=home
             )
-            build_request(history, state, reminder)
-            meter.measured(Usage(size, 100, size - 500, False))
-            meter.added(reply)
-            meter.added(result)
-            meter.rebase(
-                view_bytes
-            )  # the history stays at its size from one timed call to the next
+            try:
+                pid = editor.client._server.pid  # type: ignore[union-attr]
+                cpu: list[float] = []
 
-        samples = await timed(one_call, runs)
-        print(f"per model call, {label:<20} {stats(samples)}   (target: median ≤ 10 ms)")
+                def sampled(step: Step) -> Callable[[dict[str, Any]], Step]:
+                    def answer(_: dict[str, Any]) -> Step:
+                        cpu.append(cpu_seconds(pid))
+                        return step
 
-    print()
-    roomy = Settings(context_window=400_000)
-    meter = TokenMeter()
-    meter.rebase(request_bytes(history))
-    quiet = await timed(lambda: end_of_turn(history, ContextState(), roomy, writer, meter), runs)
-    print(f"end_of_turn, nothing to do          {stats(quiet)}")
-    deciding = await timed(
-        lambda: end_of_turn(history, ContextState(), settings, writer, TokenMeter()),
-        max(runs // 10, 5),
+                    return answer
+
+                steps = [tool_call("todo", PLAN) for _ in range(calls)] + [reply("Measured.")]
+                model.add(*[sampled(step) for step in steps])
+                result = await editor.ask("go on", session=session)
+                assert result.status == "completed", result
+            finally:
+                await editor.client.shutdown_session()
+                await editor.client.stop()
+        timings = model.timings
+        gaps = [
+            after.received - before.answered
+            for before, after in itertools.pairwise(timings)
+            if before.answered is not None
+        ]
+        sent = json.loads(model.bodies[-1])["messages"]
+        return {
+            "cpu": [after - before for before, after in itertools.pairwise(cpu)],
+            "messages": len(history),
+            "tokens": estimate_tokens(request_bytes(history)),
+            "body": len(model.bodies[-1]),
+            "sent": len(sent),
+            "gaps": gaps,
+        }
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time a process has had, all threads, from the scheduler's nanosecond counters."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            total += int((task / "schedstat").read_text().split()[0])
+    return total / 1e9
+
+
+def describe(label: str, found: dict[str, Any]) -> str:
+    gaps = sorted(found["gaps"])
+    p95 = gaps[min(len(gaps) - 1, int(len(gaps) * 0.95))]
+    return (
+        f"{label:<26} {found['tokens']:>9,} tokens {found['messages']:>5} messages, "
+        f"body {found['body'] / 1e6:5.2f} MB: "
+        f"median {statistics.median(gaps) * 1000:6.2f} ms   p95 {p95 * 1000:6.2f} ms; "
+        f"server CPU per call median {statistics.median(found['cpu']) * 1000:5.2f} ms "
+        f"({len(gaps)} calls)"
     )
-    print(f"end_of_turn, deciding a strip       {stats(deciding)}")
-    status = await timed(lambda: _status_round(changes), max(runs // 10, 5))
-    print(f"git status snapshot + comparison    {stats(status)}   (once per turn)")
 
 
-async def _status_round(changes: GitStatusChanges) -> None:
-    await changes.snapshot()
-    await changes.changes()
+async def main_async(sizes: list[int], calls: int) -> None:
+    print("end of the model's reply → next request, through lsp-agent serve (target ≤ 2 ms at 1M)")
+    for tokens in sizes:
+        for stubbed in (False, True):
+            found = await measure(tokens, calls, stubbed)
+            label = f"{tokens // 1000}k, " + ("old results stubbed" if stubbed else "sent whole")
+            print(describe(label, found), flush=True)
+    print("\nthe request's messages alone, in this process (median of 30, after 5 to warm up)")
+    for tokens in sizes:
+        print(await encoding(tokens), flush=True)
+
+
+async def encoding(tokens: int) -> str:
+    """The messages of each next request encoded whole with json.dumps, and by the encoder
+    (which has seen the previous request), at a history of `tokens`."""
+    history = history_of(Path(tempfile.gettempdir()), tokens)
+    encoder = RequestEncoder()
+    whole, cached = [], []
+    for call in range(35):
+        request = [*history, {"role": "user", "content": f"<context>call {call}</context>"}]
+        start = time.perf_counter()
+        json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode()
+        middle = time.perf_counter()
+        b"".join(await encoder.messages(request))
+        end = time.perf_counter()
+        if call >= 5:
+            whole.append(middle - start)
+            cached.append(end - middle)
+        history.append({"role": "assistant", "content": f"answer {call}"})
+    return (
+        f"{tokens // 1000}k: json.dumps of the whole {statistics.median(whole) * 1000:6.2f} ms, "
+        f"encoder with its cache (joined) {statistics.median(cached) * 1000:5.2f} ms"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repo", type=Path, default=Path(__file__).resolve().parents[1])
-    parser.add_argument("--tokens", type=int, default=100_000)
-    parser.add_argument("--runs", type=int, default=300)
+    parser.add_argument("--tokens", default="10000,100000,1000000")
+    parser.add_argument("--calls", type=int, default=30)
+    parser.add_argument("--server-path", type=Path, default=None)
     args = parser.parse_args()
-    asyncio.run(measure(args.repo.resolve(), args.tokens, args.runs))
+    if args.server_path is not None:
+        # The server is a child process: it imports lsp_agent from there first, once its working
+        # directory (the first place `python -m` looks) holds no other copy.
+        os.environ["PYTHONPATH"] = str(args.server_path.resolve())
+        os.chdir(tempfile.gettempdir())
+        print(f"server code from {args.server_path}")
+    sizes = [int(size) for size in args.tokens.split(",")]
+    # This process is the instrument (the client and the endpoint's clock): a collection of its
+    # own garbage (each megabyte request it parses) must not land between two timestamps.
+    gc.disable()
+    asyncio.run(main_async(sizes, args.calls))
 
 
 if __name__ == "__main__":

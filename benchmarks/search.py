@@ -1,4 +1,4 @@
-"""Benchmark: the `search` tool versus ripgrep run directly (DESIGN §8 target: ≤ 1.3×).
+"""Benchmark: the `search` tool versus ripgrep run directly (target: ≤ 1.1×).
 
 Builds a repository of a few thousand Python-like files in a temporary folder (or searches the
 folder given as the first argument), then times, for a rare and a common pattern, the median

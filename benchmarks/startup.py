@@ -1,4 +1,4 @@
-"""Process start → `initialize` answered, for `lsp-agent serve` over stdio (DESIGN §8: ≤ 0.5 s).
+"""Process start → `initialize` answered, for `lsp-agent serve` over stdio (target ≤ 0.5 s).
 
 Also prints start → first command answered (`lspAgent.status` right after `initialized`): the
 fast `initialize` of `lsp_agent/lsp/boot.py` must not just move the wait to the first command.
@@ -37,7 +37,7 @@ COMMANDS = {
         sys.executable,
         "-c",
         "import sys; from lsp_agent.lsp.connection import serve, end_process; "
-        "from lsp_agent.lsp.server import create_server; "
+        "from lsp_agent.lsp.app import create_server; "
         "end_process(serve(create_server(), sys.stdin.buffer, sys.stdout.buffer))",
     ],
 }

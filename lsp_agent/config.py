@@ -1,4 +1,4 @@
-"""Settings and where each one came from (DESIGN §4).
+"""Settings and where each one came from (docs/protocol.md, Settings).
 
 Sources, strongest first: the editor (`initializationOptions` and the `lspAgent` section of
 `workspace/configuration`), environment variables, `~/.agents/env`, defaults. A bad value never
@@ -35,7 +35,17 @@ ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 """Used instead of `DEFAULT_BASE_URL` when the provider is `anthropic` and no URL is set."""
 
 DECISIONS = ("allow", "ask", "deny")
-"""The decisions a permission rule may take (DESIGN §6)."""
+"""The decisions a permission rule may take (README, Safety)."""
+
+DEFAULT_CODE_ACTIONS: tuple[dict[str, str], ...] = (
+    {
+        "title": "lsp-agent: fix this problem",
+        "prompt": "Fix this problem in {file} at line {line}: {diagnostic}",
+    },
+    {"title": "lsp-agent: explain this", "prompt": "Explain what this code in {file} does."},
+    {"title": "lsp-agent: write tests for this", "prompt": "Write tests for this code in {file}."},
+)
+"""The code actions offered when the `codeActions` setting is not set."""
 
 NO_MODEL = (
     "no model configured: set lspAgent.model in the editor or LSP_AGENT_MODEL in the environment "
@@ -45,7 +55,7 @@ NO_MODEL = (
 
 @dataclass(frozen=True)
 class Settings:
-    """Every setting of DESIGN §4, validated, and the source each value came from."""
+    """Every setting of docs/protocol.md, validated, and the source each value came from."""
 
     base_url: str = DEFAULT_BASE_URL
     """The model endpoint, without a trailing slash."""
@@ -79,6 +89,15 @@ class Settings:
     """User rules `{tool, match?, decision}`, checked before the built-in ones; first match wins."""
     read_only_paths: list[str] = field(default_factory=list)
     """Globs the agent may read but never edit."""
+    code_actions: list[dict[str, str]] = field(
+        default_factory=lambda: [dict(action) for action in DEFAULT_CODE_ACTIONS]
+    )
+    """What the editor's code-action menu offers: `{title, prompt}`, the prompt a template with
+    `{file}`, `{line}`, `{selection}` and `{diagnostic}` (an action whose prompt names
+    `{diagnostic}` is offered once for each problem the editor reports there)."""
+    prices: Mapping[str, float] = field(default_factory=dict)
+    """What the endpoint charges per million tokens: `input`, `output`, and `cachedInput` when
+    cached input costs less; empty when unknown (no cost is shown)."""
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
     """Setting name (camelCase, as in `lspAgent.*`) → where its value came from: `editor`,
     `env:<VARIABLE>`, `~/.agents/env` or `default`. A name missing here counts as `default`."""
@@ -93,6 +112,8 @@ class Settings:
                 value = f"set (from {source})" if value is not None else None
             elif isinstance(value, list):
                 value = [dict(item) if isinstance(item, dict) else item for item in value]
+            elif isinstance(value, Mapping):
+                value = dict(value)
             described[spec.name] = {"value": value, "source": source}
         return described
 
@@ -448,6 +469,39 @@ def _globs(raw: object, is_text: bool) -> list[str]:
     return [item.strip() for item in raw]
 
 
+def _prices(raw: object, is_text: bool) -> dict[str, float]:
+    del is_text
+    if not isinstance(raw, Mapping):
+        raise ValueError("")
+    prices: dict[str, float] = {}
+    for key, value in raw.items():
+        if key not in ("input", "output", "cachedInput"):
+            raise ValueError(f"unknown price {key!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise ValueError(f"{key} is {value!r}")
+        prices[key] = float(value)
+    if "input" not in prices or "output" not in prices:
+        raise ValueError("input and output are needed")
+    return prices
+
+
+def _actions(raw: object, is_text: bool) -> list[dict[str, str]]:
+    del is_text
+    if not isinstance(raw, list):
+        raise ValueError("")
+    actions = []
+    for index, item in enumerate(raw, start=1):
+        if not isinstance(item, Mapping):
+            raise ValueError(f"action {index} is not an object")
+        title, prompt = item.get("title"), item.get("prompt")
+        if not isinstance(title, str) or not title.strip():
+            raise ValueError(f"action {index} has no title")
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise ValueError(f"action {index} has no prompt")
+        actions.append({"title": title.strip(), "prompt": prompt})
+    return actions
+
+
 def _rules(raw: object, is_text: bool) -> list[dict[str, str]]:
     # One bad rule rejects the whole list: dropping a `deny` rule could let a later `allow` win.
     del is_text
@@ -538,6 +592,20 @@ _SPECS: tuple[_Spec, ...] = (
         'a list of rules {tool, match, decision} with decision "allow", "ask" or "deny"',
     ),
     _Spec("readOnlyPaths", "read_only_paths", (), _globs, "a list of glob strings"),
+    _Spec(
+        "codeActions",
+        "code_actions",
+        (),
+        _actions,
+        "a list of {title, prompt}",
+    ),
+    _Spec(
+        "prices",
+        "prices",
+        (),
+        _prices,
+        "{input, output, cachedInput?}: dollars per million tokens",
+    ),
 )
 
 _BY_NAME = {spec.name: spec for spec in _SPECS}

@@ -12,15 +12,21 @@ import bisect
 import difflib
 import itertools
 import re
+from collections import Counter
 from collections.abc import Sequence
 
 EOL = re.compile(r"\r\n|\r|\n")
 """An LSP line break."""
+_NOT_LSP_BREAKS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+"""What `str.splitlines` also splits on, and LSP does not."""
 
 
 def split_lines(text: str) -> list[str]:
     """Lines with their terminators, split on `\\n`, `\\r\\n` and lone `\\r` as LSP does."""
-    starts = line_starts(text)
+    if not _NOT_LSP_BREAKS.search(text):
+        # Without those, str.splitlines splits as LSP does, at C speed (a large file's edit).
+        return text.splitlines(keepends=True)
+    starts = _break_starts(text)
     lines = [text[a:b] for a, b in itertools.pairwise(starts)]
     if starts[-1] < len(text):
         lines.append(text[starts[-1] :])
@@ -38,15 +44,21 @@ def split_lf(text: str) -> list[str]:
 
 def line_starts(text: str) -> list[int]:
     """Where each LSP line starts; a text ending in a line break has an empty last line."""
+    if _NOT_LSP_BREAKS.search(text):
+        return _break_starts(text)
+    starts = line_offsets(text.splitlines(keepends=True))
+    if len(starts) > 1 and not text.endswith(("\n", "\r")):
+        starts.pop()  # the last line has no break: nothing starts after it
+    return starts
+
+
+def _break_starts(text: str) -> list[int]:
     return [0, *(match.end() for match in EOL.finditer(text))]
 
 
 def line_offsets(lines: Sequence[str]) -> list[int]:
     """Offsets of the start of each line, plus the end of the text."""
-    offsets = [0]
-    for line in lines:
-        offsets.append(offsets[-1] + len(line))
-    return offsets
+    return list(itertools.accumulate(map(len, lines), initial=0))
 
 
 def line_content(line: str) -> str:
@@ -65,13 +77,24 @@ def inside_crlf(text: str, offset: int) -> bool:
 
 def equal_ends(a: Sequence[str], b: Sequence[str]) -> tuple[int, int]:
     """How many leading, then trailing, lines `a` and `b` share (not overlapping)."""
-    head = 0
-    while head < min(len(a), len(b)) and a[head] == b[head]:
-        head += 1
-    tail = 0
-    while tail < min(len(a), len(b)) - head and a[-1 - tail] == b[-1 - tail]:
-        tail += 1
-    return head, tail
+    limit = min(len(a), len(b))
+    # Binary searches on slice equality: C-speed comparisons, so a large file costs little.
+    low, high = 0, limit
+    while low < high:
+        mid = (low + high + 1) // 2
+        if a[low:mid] == b[low:mid]:
+            low = mid
+        else:
+            high = mid - 1
+    head = low
+    low, high = 0, limit - head
+    while low < high:
+        mid = (low + high + 1) // 2
+        if a[len(a) - mid : len(a) - low] == b[len(b) - mid : len(b) - low]:
+            low = mid
+        else:
+            high = mid - 1
+    return head, low
 
 
 def changed_lines(a: list[str], b: list[str]) -> list[tuple[int, int, int, int]]:
@@ -84,7 +107,8 @@ def changed_lines(a: list[str], b: list[str]) -> list[tuple[int, int, int, int]]
     changed: list[tuple[int, int, int, int]] = []
     prev_i = prev_j = 0
     for i, j in [*unique_anchors(a, b), (len(a), len(b))]:
-        if prev_i < i or prev_j < j:
+        # Between anchors the lines are most often equal: no matcher is needed to say so.
+        if (prev_i < i or prev_j < j) and a[prev_i:i] != b[prev_j:j]:
             matcher = difflib.SequenceMatcher(None, a[prev_i:i], b[prev_j:j], autojunk=False)
             for tag, i1, i2, j1, j2 in matcher.get_opcodes():
                 if tag != "equal":
@@ -95,14 +119,9 @@ def changed_lines(a: list[str], b: list[str]) -> list[tuple[int, int, int, int]]
 
 def unique_anchors(a: Sequence[str], b: Sequence[str]) -> list[tuple[int, int]]:
     """Pairs (i, j) with a[i] == b[j] unique on both sides, the longest run increasing in both."""
-    count_a: dict[str, int] = {}
-    for line in a:
-        count_a[line] = count_a.get(line, 0) + 1
-    count_b: dict[str, int] = {}
-    where_b: dict[str, int] = {}
-    for j, line in enumerate(b):
-        count_b[line] = count_b.get(line, 0) + 1
-        where_b[line] = j
+    # Counter and dict(zip()) count at C speed: a large file's diff costs little.
+    count_a, count_b = Counter(a), Counter(b)
+    where_b = dict(zip(b, range(len(b)), strict=True))  # a line's last place in b
     pairs = [
         (i, where_b[line])
         for i, line in enumerate(a)
@@ -134,15 +153,58 @@ def unified_diff(path: str, before: str, after: str) -> str:
     """A `git diff`-style unified diff of one file (a/ and b/ headers, 3 lines of context).
 
     Empty when nothing changed. A last line without a newline is followed by
-    `\\ No newline at end of file`, as git and patch expect.
+    `\\ No newline at end of file`, as git and patch expect. The lines are aligned by
+    `changed_lines` (as the editor's text edits are), so a large file costs its changes.
     """
     if before == after:
         return ""
-    out: list[str] = []
-    for line in difflib.unified_diff(
-        split_lf(before), split_lf(after), f"a/{path}", f"b/{path}", n=3
-    ):
-        out.append(line)
-        if not line.endswith("\n"):
-            out.append("\n\\ No newline at end of file\n")
-    return "".join(out)
+    a, b = split_lf(before), split_lf(after)
+    head, tail = equal_ends(a, b)
+    changes = [
+        (head + i1, head + i2, head + j1, head + j2)
+        for i1, i2, j1, j2 in changed_lines(a[head : len(a) - tail], b[head : len(b) - tail])
+    ]
+    out = [f"--- a/{path}\n", f"+++ b/{path}\n"]
+    for group in _hunk_groups(changes, _CONTEXT):
+        first_i, first_j = group[0][0], group[0][2]
+        last_i, last_j = group[-1][1], group[-1][3]
+        before_context = min(_CONTEXT, first_i)
+        after_context = min(_CONTEXT, len(a) - last_i)
+        i_start, i_end = first_i - before_context, last_i + after_context
+        j_start, j_end = first_j - before_context, last_j + after_context
+        out.append(f"@@ -{_range(i_start, i_end)} +{_range(j_start, j_end)} @@\n")
+        cursor = i_start
+        for i1, i2, j1, j2 in group:
+            out += [" " + line for line in a[cursor:i1]]
+            out += ["-" + line for line in a[i1:i2]]
+            out += ["+" + line for line in b[j1:j2]]
+            cursor = i2
+        out += [" " + line for line in a[cursor:i_end]]
+    return "".join(
+        line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in out
+    )
+
+
+_CONTEXT = 3
+"""Lines of context around each change of a unified diff, as git shows them."""
+
+
+def _hunk_groups(
+    changes: list[tuple[int, int, int, int]], context: int
+) -> list[list[tuple[int, int, int, int]]]:
+    """The changes grouped into hunks: those less than 2 × `context` lines apart share one."""
+    groups: list[list[tuple[int, int, int, int]]] = []
+    for change in changes:
+        if groups and change[0] - groups[-1][-1][1] <= 2 * context:
+            groups[-1].append(change)
+        else:
+            groups.append([change])
+    return groups
+
+
+def _range(start: int, stop: int) -> str:
+    """A hunk header's range, as difflib and git write it (`3`, `3,4`, `2,0`)."""
+    length = stop - start
+    if length == 1:
+        return str(start + 1)
+    return f"{start if not length else start + 1},{length}"

@@ -5,10 +5,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# System tools the tests drive for real: bubblewrap (the sandbox) and Neovim (the plugin).
+# System tools the tests drive for real: bubblewrap (the sandbox), Neovim (the plugin, and its
+# built-in client without it), tmux (the terminal the Neovim and Emacs tests type into), setpriv
+# (util-linux), with which the sandbox attack suite runs again as an unprivileged user, Emacs
+# with Debian's eglot and lsp-mode (the README's Emacs recipes), and luacheck (the plugin's Lua
+# linter).
 missing=()
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 command -v nvim >/dev/null 2>&1 || missing+=(neovim)
+command -v tmux >/dev/null 2>&1 || missing+=(tmux)
+command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
+command -v luacheck >/dev/null 2>&1 || missing+=(lua-check)
+command -v emacs >/dev/null 2>&1 || missing+=(emacs-nox)
+for package in elpa-eglot elpa-lsp-mode; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "ok installed" || missing+=("$package")
+done
 if [ ${#missing[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
@@ -30,6 +41,11 @@ echo "== ruff"
 .venv/bin/ruff format --check lsp_agent tests benchmarks
 echo "== mypy"
 .venv/bin/mypy
+echo "== lua (editors/neovim)"
+luacheck --quiet --config editors/neovim/.luacheckrc editors/neovim
+# stylua's binary comes from the npm registry (PyPI has none); npx caches it in ~/.npm.
+npx --yes -p @johnnymorganz/stylua-bin@2.5.2 \
+  stylua --config-path editors/neovim/.stylua.toml --check editors/neovim
 echo "== pytest"
 status=0
 # Two workers, each taking whole files (tests/conftest.py: the real editors' files as one).

@@ -16,6 +16,13 @@ with tool calls and null content (HTTP 500, as llama-cpp-python), tool messages 
 pending call or calls left unanswered (400, OpenAI's wording), a missing or unknown model, a wrong
 API key. Running out of script answers 500 "script exhausted" with `x-should-retry: false`, so a
 test that makes one call too many fails at once and says why.
+
+Faults a real endpoint commits are steps too: `page` (an HTML login page with 200), `raw_stream`
+(SSE payloads sent exactly as given: chunks without `choices`, a string `delta`, a tool-call
+index that is not an integer, an emoji escape split across two chunks), `empty_stream`, `flood`
+(megabytes of text in tiny deltas or in one). Every completion request is kept as sent
+(`bodies`, the raw bytes) with its `timings` (when it arrived, when its answer's last byte left),
+for benchmarks that measure what the client does between two requests.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ import threading
 import time
 import traceback
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -117,6 +124,49 @@ class RefuseStreamWithTools(Step):
     """
 
 
+@dataclass(frozen=True)
+class Raw(Step):
+    """Stream these SSE data payloads as they are: a dict as its JSON, a string verbatim."""
+
+    events: tuple[Body | str, ...]
+    done: bool = True
+    """End with `data: [DONE]` (OpenAI); False ends the stream without it."""
+
+
+@dataclass(frozen=True)
+class Page(Step):
+    """Answer `status` with `body` as `content_type`: a login page, a web UI's index."""
+
+    body: str
+    status: int = 200
+    content_type: str = "text/html; charset=utf-8"
+
+
+@dataclass(frozen=True)
+class Flood(Step):
+    """Stream `size` characters of text in deltas of `chunk` characters (one delta when
+    `chunk` >= `size`). The stream's bytes are made when the step is, so that while it is
+    sent the fake only writes (and leaves the test process's other threads alone)."""
+
+    size: int
+    chunk: int
+    stream: tuple[bytes, ...] = ()
+    """The SSE body in writes of about 64 KB."""
+
+
+@dataclass
+class Timing:
+    """When one completion request arrived and when the last byte of its answer was sent
+    (`time.perf_counter()` of the test process)."""
+
+    received: float
+    """The request line and headers were read (its body not yet)."""
+    peer: tuple[str, int] = ("", 0)
+    """The client's address and port: one per connection it opened."""
+    answered: float | None = None
+    """Just before the answer's last write (its last bytes); None until then."""
+
+
 StepLike: TypeAlias = Step | Callable[[Body], "StepLike"]
 """A step, or a function of the request body that returns one (to answer what was sent)."""
 
@@ -187,6 +237,56 @@ def refuse_stream_with_tools() -> RefuseStreamWithTools:
     return RefuseStreamWithTools()
 
 
+def raw_stream(*events: Body | str, done: bool = True) -> Raw:
+    """Stream exactly these payloads (then `[DONE]` unless `done=False`)."""
+    return Raw(events=tuple(events), done=done)
+
+
+def empty_stream() -> Raw:
+    """A 200 event stream that ends without a single event."""
+    return Raw(events=(), done=False)
+
+
+def page(body: str, status: int = 200, content_type: str = "text/html; charset=utf-8") -> Page:
+    """Answer with a page that is not a completion, e.g. a proxy's login page with 200."""
+    return Page(body=body, status=status, content_type=content_type)
+
+
+def flood(size: int, delta_chars: int) -> Flood:
+    """Stream `size` characters of answer in deltas of `delta_chars` characters."""
+    text = flood_text(size)
+    step = max(delta_chars, 1)
+
+    def payloads() -> Iterator[str]:
+        yield json.dumps(chunk({"role": "assistant", "content": ""}))
+        for start in range(0, len(text), step):
+            yield json.dumps(chunk({"content": text[start : start + step]}))
+        yield json.dumps(chunk({}, "stop"))
+        yield "[DONE]"
+
+    return Flood(size=size, chunk=delta_chars, stream=tuple(_batches(payloads())))
+
+
+def chunk(delta: Any, finish: str | None = None, **fields: Any) -> Body:
+    """An OpenAI stream chunk with one choice carrying `delta` (for `raw_stream`)."""
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "test-model",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        **fields,
+    }
+
+
+def text_chunks(*pieces: str, finish: str = "stop") -> list[Body]:
+    """The chunks of an answer made of exactly these deltas, then the finishing chunk.
+
+    A piece may be a lone surrogate: `json.dumps` writes it as its `\\udXXX` escape, the way
+    an endpoint sends an emoji it split between two chunks."""
+    return [*(chunk({"content": piece}) for piece in pieces), chunk({}, finish)]
+
+
 def _call(name: str, args: Mapping[str, Any] | str, id: str | None = None) -> Call:
     arguments = args if isinstance(args, str) else json.dumps(dict(args))
     return Call(name=name, arguments=arguments, id=id)
@@ -219,6 +319,10 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Like the servers in front of real models (uvicorn, Go's net/http): a stream is many
+    # small writes, and with Nagle's algorithm its last bytes would wait for the client's
+    # delayed ACK (40 ms) on a kept-alive connection.
+    disable_nagle_algorithm = True
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -237,6 +341,9 @@ class _Exchange:
     def __init__(self, handler: _Handler, owner: _ScriptedEndpoint) -> None:
         self.handler = handler
         self.owner = owner
+        self.timing = Timing(0.0)
+        self.raw = b""
+        """The body of the request being answered, as received."""
 
     def send_json(self, status: int, body: Body | str, headers: Mapping[str, str] = {}) -> None:
         if isinstance(body, str):
@@ -249,7 +356,7 @@ class _Exchange:
         for name, value in headers.items():
             self.handler.send_header(name, value)
         self.handler.end_headers()
-        self._write(data)
+        self._write_last(data)
 
     def start_stream(self) -> None:
         self.handler.send_response(200)
@@ -264,8 +371,35 @@ class _Exchange:
         raw = text.encode()
         self._write(b"%x\r\n%s\r\n" % (len(raw), raw))
 
+    def events(self, payloads: Iterator[str]) -> None:
+        """Many `data:` events, written in batches of about 64 KB (one chunk each)."""
+        self.raw_chunks(_batches(payloads))
+
+    def raw_chunks(self, chunks: Iterable[bytes]) -> None:
+        """Stream bytes as they are, one HTTP chunk each."""
+        for raw in chunks:
+            self._write_chunk(raw)
+
+    def send_page(self, status: int, body: str, content_type: str) -> None:
+        data = body.encode()
+        self.handler.send_response(status)
+        self.handler.send_header("Content-Type", content_type)
+        self.handler.send_header("Content-Length", str(len(data)))
+        self.handler.end_headers()
+        self._write_last(data)
+
     def end_stream(self) -> None:
-        self._write(b"0\r\n\r\n")
+        self._write_last(b"0\r\n\r\n")
+
+    def _write_last(self, data: bytes) -> None:
+        """The answer's last write. Its time is taken just before it: taken after, it would wait
+        for this thread to get the interpreter back from the test's other threads, and could
+        fall after the client's next request."""
+        self.timing.answered = time.perf_counter()
+        self._write(data)
+
+    def _write_chunk(self, raw: bytes) -> None:
+        self._write(b"%x\r\n%s\r\n" % (len(raw), raw))
 
     def drop(self) -> None:
         """Close the socket abruptly, mid-response or before any byte."""
@@ -322,6 +456,8 @@ class _ScriptedEndpoint:
         self._script: deque[StepLike] = deque(script or ())
         self._lock = threading.Lock()
         self._requests: list[Body] = []
+        self._bodies: list[bytes] = []
+        self._timings: list[Timing] = []
         self._headers: list[dict[str, str]] = []
         self._released = threading.Event()
         self._refusing_stream_with_tools = False
@@ -340,6 +476,18 @@ class _ScriptedEndpoint:
         """Parsed bodies of every completion request received, in order."""
         with self._lock:
             return list(self._requests)
+
+    @property
+    def bodies(self) -> list[bytes]:
+        """The raw bytes of those requests, exactly as the client sent them."""
+        with self._lock:
+            return list(self._bodies)
+
+    @property
+    def timings(self) -> list[Timing]:
+        """When each of those requests arrived and was answered, in the same order."""
+        with self._lock:
+            return list(self._timings)
 
     @property
     def headers(self) -> list[dict[str, str]]:
@@ -392,6 +540,8 @@ class _ScriptedEndpoint:
 
     def _serve(self, handler: _Handler, method: str) -> None:
         exchange = _Exchange(handler, self)
+        host, port = handler.client_address[:2]
+        exchange.timing = Timing(time.perf_counter(), (str(host), int(port)))
         path = handler.path.split("?", 1)[0]
         length = int(handler.headers.get("Content-Length") or 0)
         raw = handler.rfile.read(length) if length else b""
@@ -406,6 +556,8 @@ class _ScriptedEndpoint:
                 message = f"the scripted model failed: {type(exc).__name__}: {exc}"
                 body = self._error_body(500, message)
                 exchange.send_json(500, body, {"x-should-retry": "false"})
+            if exchange.timing.answered is None:
+                exchange.timing.answered = time.perf_counter()
         except _Dropped:
             pass
 
@@ -414,14 +566,19 @@ class _ScriptedEndpoint:
     ) -> None:
         raise NotImplementedError
 
-    def _parse(self, raw: bytes, headers: dict[str, str]) -> Body:
+    def _parse(self, raw: bytes, headers: dict[str, str], exchange: _Exchange) -> Body:
         """Record the request, then parse it (an unparsable one is recorded as its text)."""
         try:
             body = json.loads(raw)
         except ValueError:
             body = None
         with self._lock:
-            self._requests.append(body if isinstance(body, dict) else {"_raw": raw.decode()})
+            self._requests.append(
+                body if isinstance(body, dict) else {"_raw": raw.decode("utf-8", "replace")}
+            )
+            self._bodies.append(raw)
+            exchange.raw = raw
+            self._timings.append(exchange.timing)
             self._headers.append(headers)
         if not isinstance(body, dict):
             self._reject(400, "We could not parse the JSON body of your request.")
@@ -467,20 +624,13 @@ class _ScriptedEndpoint:
             {"x-should-retry": "false"},
         )
 
-    def _usage_numbers(self, step: Step, body: Body, completion: str) -> tuple[int, int, int]:
-        """Prompt, cached and completion tokens: deterministic, and cache-like across requests."""
-        prompt_bytes = json.dumps(
-            [body.get("system"), body.get("messages"), body.get("tools")],
-            ensure_ascii=False,
-            separators=(",", ":"),
-        ).encode()
+    def _usage_numbers(self, step: Step, raw: bytes, completion: str) -> tuple[int, int, int]:
+        """Prompt, cached and completion tokens: deterministic, and cache-like across requests
+        (the bytes of the body this one shares with the previous one, ÷ 4)."""
+        prompt_bytes = raw
         with self._lock:
             previous, self._previous_prompt = self._previous_prompt, prompt_bytes
-        shared = 0
-        for a, b in zip(previous, prompt_bytes, strict=False):
-            if a != b:
-                break
-            shared += 1
+        shared = common_prefix(previous, prompt_bytes)
         prompt = step.prompt_tokens if step.prompt_tokens is not None else len(prompt_bytes) // 4
         cached = step.cached_tokens if step.cached_tokens is not None else min(shared // 4, prompt)
         return prompt, cached, max(1, len(completion.encode()) // 4)
@@ -529,7 +679,7 @@ class ScriptedModel(_ScriptedEndpoint):
             ]
             exchange.send_json(200, {"object": "list", "data": data})
         elif method == "POST" and path == "/v1/chat/completions":
-            body = self._parse(raw, headers)
+            body = self._parse(raw, headers, exchange)
             self._check_key(key)
             self._validate(body)
             step = self._next_step(body)
@@ -658,9 +808,21 @@ class ScriptedModel(_ScriptedEndpoint):
         if isinstance(step, Disconnect):
             exchange.drop()
             return
+        if isinstance(step, Page):
+            exchange.send_page(step.status, step.body, step.content_type)
+            return
+        if isinstance(step, Raw):
+            exchange.start_stream()
+            payloads = [e if isinstance(e, str) else json.dumps(e) for e in step.events]
+            exchange.events(iter([*payloads, "[DONE]"] if step.done else payloads))
+            exchange.end_stream()
+            return
+        if isinstance(step, Flood):
+            self._flood(exchange, step, body)
+            return
         text, calls = _content(step)
         completion = text + "".join(call.name + call.arguments for call in calls)
-        prompt, cached, completion_tokens = self._usage_numbers(step, body, completion)
+        prompt, cached, completion_tokens = self._usage_numbers(step, exchange.raw, completion)
         usage = {
             "prompt_tokens": prompt,
             "completion_tokens": completion_tokens,
@@ -672,6 +834,11 @@ class ScriptedModel(_ScriptedEndpoint):
             self._stream(exchange, step, body, usage if include_usage and step.usage else None)
         else:
             self._complete(exchange, step, body, usage if step.usage else None)
+
+    def _flood(self, exchange: _Exchange, step: Flood, body: Body) -> None:
+        exchange.start_stream()
+        exchange.raw_chunks(step.stream)
+        exchange.end_stream()
 
     def _default_error(self, status: int) -> Body:
         messages = {
@@ -811,7 +978,7 @@ class ScriptedAnthropic(_ScriptedEndpoint):
             data = [{"type": "model", "id": m, "display_name": m} for m in self.models]
             exchange.send_json(200, {"data": data, "has_more": False})
         elif method == "POST" and path == "/v1/messages":
-            body = self._parse(raw, headers)
+            body = self._parse(raw, headers, exchange)
             self._check_key(headers.get("x-api-key"))
             if not headers.get("anthropic-version"):
                 self._reject(400, "anthropic-version: header is required")
@@ -885,11 +1052,21 @@ class ScriptedAnthropic(_ScriptedEndpoint):
         if isinstance(step, Disconnect):
             exchange.drop()
             return
+        if isinstance(step, Page):
+            exchange.send_page(step.status, step.body, step.content_type)
+            return
+        if isinstance(step, Raw):
+            exchange.start_stream()
+            for event in step.events:
+                name = event.get("type") if isinstance(event, dict) else None
+                exchange.event(event, str(name) if name else None)
+            exchange.end_stream()
+            return
         if not body.get("stream"):
             self._reject(400, "ScriptedAnthropic only streams: send stream: true")
         text, calls = _content(step)
         completion = text + "".join(call.name + call.arguments for call in calls)
-        prompt, cached, output = self._usage_numbers(step, body, completion)
+        prompt, cached, output = self._usage_numbers(step, exchange.raw, completion)
         exchange.start_stream()
         message: Body = {
             "id": "msg_test",
@@ -950,6 +1127,40 @@ class ScriptedAnthropic(_ScriptedEndpoint):
         exchange.event(end, "message_delta")
         exchange.event({"type": "message_stop"}, "message_stop")
         exchange.end_stream()
+
+
+def common_prefix(a: bytes, b: bytes) -> int:
+    """Length of the longest common prefix of two byte strings (slices compared in C)."""
+    low, high = 0, min(len(a), len(b))
+    view_a, view_b = memoryview(a), memoryview(b)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if view_a[:middle] == view_b[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _batches(payloads: Iterable[str]) -> Iterator[bytes]:
+    """`data:` events joined into writes of about 64 KB."""
+    batch: list[bytes] = []
+    size = 0
+    for payload in payloads:
+        raw = f"data: {payload}\n\n".encode()
+        batch.append(raw)
+        size += len(raw)
+        if size >= 65536:
+            yield b"".join(batch)
+            batch, size = [], 0
+    if batch:
+        yield b"".join(batch)
+
+
+def flood_text(size: int) -> str:
+    """`size` characters of prose-like answer text."""
+    line = "The quick brown fox jumps over the lazy dog; lorem ipsum dolor sit amet.\n"
+    return (line * (size // len(line) + 1))[:size]
 
 
 def _content(step: Step) -> tuple[str, tuple[Call, ...]]:

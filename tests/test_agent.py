@@ -10,7 +10,7 @@ import pytest
 
 from lsp_agent.agent.sessions import Agent
 from lsp_agent.config import Settings
-from lsp_agent.model.provider import make_provider
+from lsp_agent.model import make_provider
 from lsp_agent.port import EditOutcome
 from lsp_agent.session.store import SessionStore
 from lsp_agent.testing import MemoryPort

@@ -9,6 +9,7 @@ from lsp_agent.lsp.arguments import ArgumentError, ask_arguments, session_argume
 
 def test_a_full_ask_is_parsed() -> None:
     args = ask_arguments(
+        "lspAgent.ask",
         [
             {
                 "prompt": "explain",
@@ -18,7 +19,7 @@ def test_a_full_ask_is_parsed() -> None:
                 "mode": "auto",
                 "futureKey": True,
             }
-        ]
+        ],
     )
     assert args.prompt == "explain" and args.session == "s1" and args.mode == "auto"
     assert args.range is not None and args.range.start.character == 2
@@ -48,13 +49,23 @@ def test_a_full_ask_is_parsed() -> None:
             ],
             "range.end",
         ),
-        ([{"prompt": "x"}, {"prompt": "y"}], "one argument object"),
+        ([{"prompt": "x"}, {"prompt": "y"}], "the prompt as a string, or one object"),
+        ([["x"]], "the prompt as a string, or one object"),
     ],
 )
 def test_a_wrong_ask_names_the_key(raw: list[object], named: str) -> None:
     with pytest.raises(ArgumentError) as raised:
-        ask_arguments(raw)
+        ask_arguments("lspAgent.ask", raw)
     assert named in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [["fix the add function"], ["fix", "the", "add", "function"]],
+    ids=["a string", "words"],
+)
+def test_the_prompt_may_come_as_strings(raw: list[object]) -> None:
+    assert ask_arguments("lspAgent.start", raw).prompt == "fix the add function"
 
 
 def test_cancel_needs_a_session_and_status_does_not() -> None:

@@ -5,10 +5,18 @@ kernel wall stands in the way: real bubblewrap, real processes. Each attack chec
 did not happen outside the sandbox, not only that an error was printed. The workspace lives under
 /var/tmp, not /tmp, so that its surroundings are the real, read-only filesystem (the sandbox's
 /tmp is private, which would make `../` attacks too easy to pass).
+
+The workspace also holds what code run later is made of: a virtualenv at the root and one found
+by its `pyvenv.cfg`, a conda environment, husky's hooks folder (`core.hooksPath`), a config file
+git includes, a nested repository and a submodule not checked out. Run as root, the suite runs a
+second time as an unprivileged user (`setpriv`), where the sandbox works differently (a user
+namespace, RLIMIT_NPROC instead of a cgroup).
 """
 
 from __future__ import annotations
 
+import asyncio
+import ctypes
 import json
 import os
 import resource
@@ -27,7 +35,8 @@ from typing import Any
 import pytest
 
 from lsp_agent.config import Settings
-from lsp_agent.context.cap import Spills
+from lsp_agent.context.cap import MAX_SPILL_BYTES, Spills
+from lsp_agent.safety.limits import MAX_PROCESSES, exempt
 from lsp_agent.safety.sandbox import Sandbox, probe
 from lsp_agent.testing import MemoryPort
 from lsp_agent.tools.belt import Toolbox
@@ -60,6 +69,8 @@ class Listener:
 
     def __init__(self, socket_dir: Path) -> None:
         self.hits: list[str] = []
+        self.vsock_port = 0
+        """The port of a vsock listener on this machine's loopback CID (0: no vsock here)."""
         self.tcp = socket.create_server(("127.0.0.1", 0))
         self.udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.udp.bind(("127.0.0.1", 0))
@@ -72,9 +83,19 @@ class Listener:
         self.unix.bind(str(self.unix_path))
         self.unix.listen()
         self._stop = False
+        servers = [(self.tcp, "tcp"), (self.abstract, "abstract"), (self.unix, "unix")]
+        self.vsock: socket.socket | None = None
+        try:
+            self.vsock = socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)
+            self.vsock.bind((socket.VMADDR_CID_ANY, socket.VMADDR_PORT_ANY))
+            self.vsock.listen()
+            self.vsock_port = int(self.vsock.getsockname()[1])
+            servers.append((self.vsock, "vsock"))
+        except (OSError, AttributeError):
+            self.vsock = None
         self._threads = [
             threading.Thread(target=self._accept, args=(s, name), daemon=True)
-            for s, name in ((self.tcp, "tcp"), (self.abstract, "abstract"), (self.unix, "unix"))
+            for s, name in servers
         ]
         self._threads.append(threading.Thread(target=self._datagrams, daemon=True))
         for thread in self._threads:
@@ -111,8 +132,9 @@ class Listener:
         self._stop = True
         for thread in self._threads:
             thread.join()
-        for server in (self.tcp, self.udp, self.abstract, self.unix):
-            server.close()
+        for server in (self.tcp, self.udp, self.abstract, self.unix, self.vsock):
+            if server is not None:
+                server.close()
 
 
 @dataclass
@@ -140,9 +162,24 @@ class Target:
 
 @pytest.fixture
 def target(monkeypatch: pytest.MonkeyPatch) -> Iterator[Target]:
+    made: list[Path] = []
+    request_cleanup = made.append
     base = Path(tempfile.mkdtemp(prefix="lsp-agent-attack-", dir="/var/tmp"))
+    request_cleanup(base)
     home_dir = Path(tempfile.mkdtemp(prefix="lsp-agent-attack-", dir=Path.home()))
+    request_cleanup(home_dir)
     host_tmp = Path(tempfile.mkdtemp(prefix="lsp-agent-attack-"))
+    request_cleanup(host_tmp)
+    try:
+        yield from _target(base, home_dir, host_tmp, monkeypatch)
+    finally:
+        for path in made:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _target(
+    base: Path, home_dir: Path, host_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Target]:
     root = base / "project"
     root.mkdir()
     (root / "app.py").write_text("print('hi')\n")
@@ -157,6 +194,7 @@ def target(monkeypatch: pytest.MonkeyPatch) -> Iterator[Target]:
     (host_tmp / "keep.txt").write_text("host tmp\n")
     (home_dir / "keep.txt").write_text("home\n")
     (root / "link-out").symlink_to(outside)
+    code_run_later(root)
     for name, value in {
         "OPENAI_API_KEY": "sk-attack-openai",
         "LSP_AGENT_API_KEY": "sk-attack-lsp-agent",
@@ -181,8 +219,37 @@ def target(monkeypatch: pytest.MonkeyPatch) -> Iterator[Target]:
     finally:
         listener.close()
         spills.sweep()
-        for path in (base, home_dir, host_tmp):
-            shutil.rmtree(path, ignore_errors=True)
+
+
+LATER = (".venv", "tools/env", "conda", ".husky", "shared.gitconfig", "nested/.git", ".gitmodules")
+"""Paths of the workspace whose content runs later, outside (see `code_run_later`)."""
+
+
+def code_run_later(root: Path) -> None:
+    """Give the workspace what tools run on their own later: virtualenvs (a `.pth` file runs at
+    their next start), a conda environment, husky's hooks, a config file git includes, a nested
+    repository, and a submodule that is not checked out (an empty folder and a gitlink)."""
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    for venv in (root / ".venv", root / "tools" / "env"):
+        (venv / "lib" / "python3.11" / "site-packages").mkdir(parents=True)
+        (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (root / "conda" / "conda-meta").mkdir(parents=True)
+    (root / "conda" / "conda-meta" / "history").write_text("")
+    (root / ".husky" / "_").mkdir(parents=True)
+    (root / ".husky" / "pre-commit").write_text("#!/bin/sh\nexit 0\n")
+    (root / ".husky" / "_" / "h").write_text("#!/bin/sh\n")
+    (root / "shared.gitconfig").write_text("[user]\n\tname = t\n")
+    subprocess.run([*git, "config", "core.hooksPath", ".husky/_"], check=True)
+    subprocess.run([*git, "config", "include.path", "../shared.gitconfig"], check=True)
+    subprocess.run(
+        [*git, "update-index", "--add", "--cacheinfo", f"160000,{'1' * 40},lib"], check=True
+    )
+    (root / ".gitmodules").write_text('[submodule "lib"]\n\tpath = lib\n\turl = ./lib\n')
+    subprocess.run([*git, "add", ".gitmodules"], check=True)
+    subprocess.run([*git, "commit", "-qm", "submodule"], check=True)
+    (root / "lib").mkdir()
+    (root / "nested").mkdir()
+    subprocess.run(["git", "-C", str(root / "nested"), "init", "-q"], check=True)
 
 
 def snapshot(*paths: Path) -> dict[str, tuple[int, int, bytes]]:
@@ -209,6 +276,7 @@ def protected_state(target: Target) -> dict[str, tuple[int, int, bytes]]:
         root / ".git",
         root / ".bashrc",
         target.spills.directory(),
+        *(root / path for path in LATER),
     )
 
 
@@ -238,6 +306,31 @@ def absent(*names: str) -> Check:
 
 def no_connection(target: Target) -> None:
     assert target.listener.hits == []
+
+
+KNOBS = {path: path.read_text() for path in (Path("/proc/sys/fs/lease-break-time"),)}
+"""A harmless host-wide kernel knob, and its value before the suite."""
+
+
+def kernel_knobs_unchanged(_: Target) -> None:
+    for path, value in KNOBS.items():
+        now = path.read_text()
+        if now != value:
+            path.write_text(value)  # put the host back before failing
+        assert now == value, f"{path} was changed from inside the sandbox"
+
+
+_ADD_KEY, _KEYCTL = (217, 219) if os.uname().machine == "aarch64" else (248, 250)
+_KEYCTL_SEARCH, _KEYCTL_UNLINK, _USER_KEYRING = 10, 9, -4
+
+
+def keyring_untouched(_: Target) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    description = f"lsp-agent-attack-{MARK}".encode()
+    key = libc.syscall(_KEYCTL, _KEYCTL_SEARCH, _USER_KEYRING, b"user", description, 0)
+    if key > 0:
+        libc.syscall(_KEYCTL, _KEYCTL_UNLINK, key, _USER_KEYRING)
+    assert key < 0, "a key was added to the user's keyring from inside the sandbox"
 
 
 def secrets_not_in(result: ToolResult) -> None:
@@ -284,7 +377,7 @@ ATTACKS: list[tuple[str, str, Check]] = [
      "mkdir -p .idea && touch .idea/workspace.xml",
      absent("{root}/.vscode", "{root}/.idea")),
     ("create .gitmodules and .gitconfig", "echo evil > .gitmodules; echo evil > .gitconfig",
-     absent("{root}/.gitmodules", "{root}/.gitconfig")),
+     absent("{root}/.gitconfig")),
     ("remount / read-write", f"mount -o remount,rw / ; touch /pwned2-{MARK}",
      absent(f"/pwned2-{MARK}")),
     ("nsenter the first process", f"nsenter -t 1 -m -- touch /pwned3-{MARK}",
@@ -309,6 +402,46 @@ ATTACKS: list[tuple[str, str, Check]] = [
     ("DNS lookup", "getent hosts example.com; {python} -c \"import socket; "
      "socket.getaddrinfo('example.com', 80)\"", nothing),
     ("kill the server's process group", "kill -9 -- -{pgid}; kill -9 {pid}; kill -9 -1", nothing),
+    # Code that runs later, outside: wall 2's protected paths.
+    ("plant a .pth in the root virtualenv", "echo 'import os' > "
+     ".venv/lib/python3.11/site-packages/evil.pth; touch .venv/evil",
+     absent("{root}/.venv/lib/python3.11/site-packages/evil.pth", "{root}/.venv/evil")),
+    ("plant a .pth in a virtualenv found by its pyvenv.cfg",
+     "touch tools/env/lib/python3.11/site-packages/evil.pth; echo x >> tools/env/pyvenv.cfg",
+     absent("{root}/tools/env/lib/python3.11/site-packages/evil.pth")),
+    # A rename across mounts becomes a copy: the copies may exist, the originals stay.
+    ("move virtualenvs away and make others", "mv .venv venv-old; mv tools tools-old; "
+     "mv tools/env env-old; mkdir -p tools/env2 && touch tools/env2/pyvenv.cfg", nothing),
+    ("make a virtualenv where editors look for one", "mkdir -p venv/lib; touch venv/pyvenv.cfg",
+     absent("{root}/venv")),
+    ("write into a conda environment", "touch conda/conda-meta/evil; echo x > conda/python",
+     absent("{root}/conda/python", "{root}/conda/conda-meta/evil")),
+    ("change husky's hooks", "echo 'touch /tmp/pwned' >> .husky/pre-commit; "
+     "echo x > .husky/_/pre-push; rm -f .husky/_/h", absent("{root}/.husky/_/pre-push")),
+    ("move husky's folder away", "mv .husky husky-old; mv .husky/_ .husky/old; "
+     "mkdir -p .husky/_ && echo evil > .husky/pre-commit", nothing),
+    ("write the config file git includes", "echo '[core] fsmonitor = touch /tmp/pwned' >> "
+     "shared.gitconfig; rm -f shared.gitconfig", nothing),
+    ("change a nested repository's config", "git -C nested config core.fsmonitor 'touch /x'; "
+     "echo x >> nested/.git/config; touch nested/.git/hooks/post-checkout",
+     absent("{root}/nested/.git/hooks/post-checkout")),
+    ("move a nested repository away and plant another", "mv nested nested-old; "
+     "mv nested/.git nested/git-old; mkdir -p nested/.git", nothing),
+    ("turn a submodule folder into a repository", "git init -q lib; mkdir -p lib/.git; "
+     "echo '[core] fsmonitor = touch /x' > lib/.git/config",
+     absent("{root}/lib/.git")),
+    # The kernel and the machine.
+    ("write a kernel knob under /proc/sys", "echo 1 > /proc/sys/fs/lease-break-time",
+     kernel_knobs_unchanged),
+    ("connect to a vsock listener of the machine", "{python} -c \"import socket; "
+     "s=socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM); s.connect((1, {vsock}))\"",
+     no_connection),
+    ("add a key to the user's kernel keyring", "{python} -c \"import ctypes; "
+     "l=ctypes.CDLL(None, use_errno=True); "
+     "print(l.syscall({add_key}, b'user', b'lsp-agent-attack-{mark}', b'x', 1, -4))\"",
+     keyring_untouched),
+    ("a netlink audit socket", "{python} -c \"import socket; "
+     "socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 9)\"; echo done", nothing),
 ]  # fmt: skip
 
 
@@ -326,6 +459,9 @@ def fill(command: str, target: Target) -> str:
         pgid=os.getpgid(0),
         pid=os.getpid(),
         spills=target.spills.directory(),
+        vsock=target.listener.vsock_port or 9,
+        add_key=_ADD_KEY,
+        mark=MARK,
     )
 
 
@@ -433,11 +569,11 @@ asyncio.run(main())
     text = report["text"]
     grown_mb = (report["after"] - report["before"]) / 1024  # ru_maxrss is in KiB on Linux
     assert grown_mb < 40, f"reading the flood grew the process by {grown_mb:.0f} MB"
-    assert report["size"] == 100_000_000 + len("\nTHE-END\n")
+    assert report["size"] == MAX_SPILL_BYTES  # the host's temp folder holds no more
     (spill,) = report["spilled"]
     assert text.startswith("exit code 0\n")
     assert text.count("aaaa") >= 2 and "THE-END" in text  # head and tail
-    assert spill in text and "bytes cut here" in text
+    assert spill in text and "bytes cut here" in text and "too large to keep" in text
     assert len(text) < 12_000  # the default cap, plus the wrapper and the note
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss > 0
 
@@ -449,5 +585,138 @@ def test_the_suite_has_at_least_thirty_attacks() -> None:
         test_a_command_past_its_timeout_is_killed_with_its_process_group,
         test_a_background_child_does_not_outlive_its_parent,
         test_a_100_mb_flood_is_capped_spilled_and_memory_stays_bounded,
+        test_a_fork_bomb_stops_at_the_process_limit_and_the_host_keeps_forking,
+        test_a_git_folder_inside_the_workspace_cannot_be_moved_away,
     ]
-    assert len(ATTACKS) + len(extra) >= 30
+    assert len(ATTACKS) + len(extra) >= 50
+
+
+def host_processes() -> int:
+    return sum(1 for entry in os.scandir("/proc") if entry.name.isdigit())
+
+
+@pytest.mark.skipif(
+    exempt() and "NO process limit" in probe().reason,
+    reason="running as root with no pids cgroup: a fork bomb would reach the host's limit",
+)
+async def test_a_fork_bomb_stops_at_the_process_limit_and_the_host_keeps_forking(
+    target: Target,
+) -> None:
+    before = host_processes()
+    peak = before
+    bomb = asyncio.create_task(
+        target.bash("while :; do sleep 1000 & done; :(){ :|:& };:", timeout=6)
+    )
+    while not bomb.done():  # watch the host while the bomb runs (a hang guard, not a timer)
+        peak = max(peak, host_processes())
+        await asyncio.sleep(0.02)
+    result = await bomb
+
+    assert result.text.startswith("timed out after 6 s")  # it ran until the timeout
+    assert peak - before > MAX_PROCESSES // 2, "the bomb never got going"
+    assert peak - before <= MAX_PROCESSES + 16, f"{peak - before} processes at the peak"
+    assert subprocess.run(["true"], check=False).returncode == 0  # the host still forks
+    assert host_processes() <= before + 16  # and everything it started is gone
+
+
+async def test_a_git_folder_inside_the_workspace_cannot_be_moved_away(tmp_path: Path) -> None:
+    # `git init --separate-git-dir meta/repo`: .git is a file naming a folder of the workspace.
+    # Moving that folder's parent would move the read-only mount away with it, and let a
+    # command put a git folder of its own (with a config that runs programs) in its place.
+    root = tmp_path / "project"
+    (root / "meta").mkdir(parents=True)
+    (root / "app.py").write_text("x = 1\n")
+    subprocess.run(
+        ["git", "init", "-q", "--separate-git-dir", str(root / "meta" / "repo"), str(root)],
+        check=True,
+    )
+    assert (root / ".git").is_file()
+    settings = Settings(permissions=[{"tool": "bash", "decision": "allow"}])
+    tools = Toolbox(
+        Workspace(root), Port(), settings=lambda: settings, sandbox=Sandbox(root), spills=Spills()
+    )
+    before = snapshot(root / "meta", root / ".git")
+
+    result = await tools.run(
+        "bash",
+        json.dumps(
+            {
+                "command": "mv meta meta-old; mv meta/repo meta/old; mkdir -p meta/repo && "
+                "echo '[core] fsmonitor = touch /tmp/pwned' > meta/repo/config; "
+                "echo 'gitdir: elsewhere' > .git; echo x >> meta/repo/config"
+            }
+        ),
+    )
+
+    assert result.text.startswith("exit code")  # it ran
+    assert snapshot(root / "meta", root / ".git") == before
+    config = subprocess.run(
+        ["git", "-C", str(root), "config", "--get", "core.fsmonitor"],
+        capture_output=True,
+        check=False,
+    )
+    assert config.stdout == b""
+
+
+UNPRIVILEGED = 65534
+"""The uid (nobody) the suite runs as a second time when it runs as root."""
+SETPRIV = ["setpriv", f"--reuid={UNPRIVILEGED}", f"--regid={UNPRIVILEGED}", "--clear-groups"]
+
+
+def unprivileged_python(env: dict[str, str]) -> tuple[str, dict[str, str]] | None:
+    """An interpreter the unprivileged user can run, with lsp-agent and the test tools
+    importable, and the variables it needs: this one, or (when it lives where that user cannot
+    go, such as root's home) the system's python of the same version with this environment's
+    packages on its path."""
+    site = [p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()]
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    extra = {"PYTHONPATH": os.pathsep.join([str(Path(__file__).parent.parent), *site])}
+    system = [f"/usr/local/bin/{version}", f"/usr/bin/{version}"]
+    candidates = [(PYTHON, {}), *((p, extra) for p in system if os.path.exists(p))]
+    check = (
+        "import subprocess, sys; subprocess.run([sys.executable, '-c', "
+        "'import lsp_agent.safety.sandbox, pytest, pytest_lsp'], check=True)"
+    )
+    for python, variables in candidates:
+        done = subprocess.run(
+            [*SETPRIV, python, "-c", check],
+            env={**env, **variables},
+            capture_output=True,
+            check=False,
+            cwd="/",
+        )
+        if done.returncode == 0:
+            return python, variables
+    return None
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="already unprivileged: this run is the one")
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) is missing")
+def test_the_attack_suite_holds_as_an_unprivileged_user() -> None:
+    # Not under pytest's tmp_path: its parent is private to root.
+    home = Path(tempfile.mkdtemp(prefix="lsp-agent-unprivileged-", dir="/var/tmp"))
+    os.chown(home, UNPRIVILEGED, UNPRIVILEGED)
+    env = {
+        "PATH": os.environ.get("PATH", os.defpath),
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    found = unprivileged_python(env)
+    assert found is not None, f"no python that uid {UNPRIVILEGED} can run imports lsp-agent"
+    python, variables = found
+    pytest = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "not unprivileged"]
+    run = subprocess.run(
+        [*SETPRIV, *pytest, __file__],
+        cwd=Path(__file__).parent.parent,
+        env={**env, **variables},
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    shutil.rmtree(home, ignore_errors=True)
+    summary = run.stdout.strip().splitlines()[-1] if run.stdout.strip() else run.stderr
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert "passed" in summary and "skipped" not in summary, summary
+    assert int(summary.split(" passed")[0].split()[-1]) >= len(ATTACKS) + 6

@@ -1,4 +1,4 @@
-"""The cap on arrival (DESIGN §7 layer 1) and the untrusted wrapper (§6.3): pure pieces and the
+"""The cap on arrival (the first context layer) and the untrusted wrapper: pure pieces and the
 toolbox applying them to every tool result."""
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ last and waits for the sentinel, so every event before it has been seen.
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import subprocess
 import threading
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from lsp_agent.changes.compare import pair_renames
 from lsp_agent.changes.tracker import (
     ADDED,
     AGENT,
@@ -26,11 +28,13 @@ from lsp_agent.changes.tracker import (
     FORMATTER,
     MODIFIED,
     RENAMED,
+    STARTED_LATE,
+    STARTING,
     UNSAVED,
+    UNSEEN,
     USER,
     ChangeTracker,
     FileChangeEntry,
-    _pair_renames,
     render_file_changes,
 )
 
@@ -177,7 +181,7 @@ def test_a_move_reported_by_inode_never_pairs_files_of_different_content() -> No
     }
     moves = [("old/a.py", "new/b.py"), ("old/b.py", "new/a.py"), ("gone.py", "edited.py")]
 
-    assert _pair_renames(found, moves) == {
+    assert pair_renames(found, moves) == {
         "new/a.py": "old/a.py",
         "new/b.py": "old/b.py",
         "edited.py": "gone.py",  # a real move whose content changed on the way
@@ -355,11 +359,46 @@ async def test_the_agents_edit_landing_in_a_buffer_is_not_reported(
     assert [(e.path, e.status, e.source) for e in everything] == [("src/app.py", UNSAVED, AGENT)]
 
 
-async def test_typing_in_a_buffer_the_agent_never_read_is_not_reported(
+async def test_typing_in_a_buffer_the_agent_never_read_is_reported_unsaved_too(
+    tracker: ChangeTracker, repo: Path
+) -> None:
+    tracker.buffer_changed(repo / "README.md", "# project\n", 1)  # opened, as on disk
+    await tracker.snapshot()
+    tracker.buffer_changed(repo / "README.md", "# changed\n", 3)
+
+    entries = await tracker.changes_since_snapshot()
+
+    entry = by_path(entries)["README.md"]
+    assert (entry.status, entry.source) == (UNSAVED, USER)
+    assert entry.diff == "@@ -1 +1 @@\n-# project\n+# changed"
+
+
+async def test_a_file_new_on_disk_and_typed_in_is_reported_with_its_buffer_text(
     tracker: ChangeTracker, repo: Path
 ) -> None:
     await tracker.snapshot()
-    tracker.buffer_changed(repo / "README.md", "# changed\n", 3)
+    fresh = repo / "src" / "fresh.py"
+    fresh.write_text("A = 1\n")
+    tracker.buffer_changed(fresh, "A = 1\n", 1)
+    tracker.buffer_changed(fresh, "A = 1\nB = 2\n", 2)
+
+    # Once the watcher has seen the file appear, the model gets the whole buffer: it knew none
+    # of the file.
+    entries = await wait_for(
+        tracker,
+        lambda e: any(x.path == "src/fresh.py" and "@@ -0,0" in (x.diff or "") for x in e),
+    )
+
+    assert [(e.path, e.status) for e in entries] == [("src/fresh.py", UNSAVED)]
+    assert entries[0].diff == "@@ -0,0 +1,2 @@\n+A = 1\n+B = 2"
+
+
+async def test_an_open_buffer_that_matches_the_disk_is_not_reported(
+    tracker: ChangeTracker, repo: Path
+) -> None:
+    await tracker.snapshot()
+    tracker.buffer_changed(repo / "README.md", "# project\n", 1)
+    tracker.buffer_changed(repo / "src" / "util.py", "X = 1\nY = 2\n", 1)
 
     assert await tracker.changes_since_snapshot() == []
 
@@ -438,6 +477,35 @@ async def test_calls_made_while_the_tracker_starts_wait_for_it(repo: Path) -> No
         assert starting.done()
         (repo / "README.md").write_text("# changed\n")
         await wait_for(tracker, has("README.md"))
+    finally:
+        await starting
+        await tracker.stop()
+
+
+async def test_a_turn_that_starts_before_the_tracker_is_ready_does_not_wait_and_says_so(
+    repo: Path,
+) -> None:
+    tracker = ChangeTracker(repo)
+    starting = asyncio.create_task(tracker.start())  # not even begun: nothing awaited yet
+    try:
+        # The session's first snapshot and the calls of its first turn answer at once.
+        await tracker.snapshot("first", wait=False, first=True)
+        assert not tracker.ready
+        assert await tracker.changes_since_snapshot("first", wait=False) == []
+        # A turn that ended before the tracker was ready: the next one is told what it missed.
+        await tracker.snapshot("later", wait=False)
+        still = await tracker.changes_since_snapshot("later", wait=False)
+        assert not tracker.ready
+        assert [e.detail for e in still] == [STARTING]
+        assert STARTING in render_file_changes(still)
+
+        await starting
+        assert tracker.ready
+        (repo / "README.md").write_text("# after the start\n")
+        entries = await wait_for(tracker, has("README.md"), key="later")
+        assert entries[0].detail == STARTED_LATE
+        first = await wait_for(tracker, has("README.md"), key="first")
+        assert all(e.status != UNSEEN for e in first)
     finally:
         await starting
         await tracker.stop()
@@ -522,8 +590,8 @@ async def test_outside_git_content_hashes_tell_what_changed(tmp_path: Path) -> N
         await tracker.stop()
 
 
-async def test_the_polling_observer_reports_the_same(repo: Path) -> None:
-    tracker = ChangeTracker(repo, observer="polling", poll_interval=0.1)
+async def test_without_a_watcher_one_comparison_per_turn_reports_the_same(repo: Path) -> None:
+    tracker = ChangeTracker(repo, observer="polling")
     await tracker.start()
     try:
         assert tracker.watching == "polling"
@@ -531,13 +599,19 @@ async def test_the_polling_observer_reports_the_same(repo: Path) -> None:
         (repo / "src" / "util.py").write_text("X = 3\n")
         (repo / "build" / "out.txt").write_text("ignored\n")
         git(repo, "checkout", "-q", "-b", "other")
-        entries = await wait_for(
-            tracker, lambda e: has("src/util.py")(e) and any(x.status == BRANCH for x in e)
-        )
+
+        entries = await tracker.changes_since_snapshot()
+
         assert paths(entries) == {"src/util.py"}
         assert (
             entries[0].detail == "branch changed from main to other; same commit, no file differs"
         )
+        # Later calls of the same turn do not compare again: the agent's own work is not news.
+        (repo / "README.md").write_text("# the agent's own command wrote this\n")
+        assert paths(await tracker.changes_since_snapshot()) == {"src/util.py"}
+        await tracker.snapshot()
+        (repo / "src" / "pkg" / "core.py").write_text("value = 2\n")
+        assert paths(await tracker.changes_since_snapshot()) == {"src/pkg/core.py"}
     finally:
         await tracker.stop()
 
@@ -558,25 +632,25 @@ async def test_pruned_folders_take_no_inotify_watch(repo: Path) -> None:
         await tracker.stop()
 
 
-async def test_running_out_of_inotify_watches_falls_back_to_polling_logged_once(
+async def test_running_out_of_inotify_watches_compares_once_a_turn_logged_once(
     repo: Path,
 ) -> None:
     logged: list[str] = []
-    tracker = ChangeTracker(repo, max_watches=2, poll_interval=0.1, log_line=logged.append)
+    tracker = ChangeTracker(repo, max_watches=2, log_line=logged.append)
     await tracker.start()
     try:
-        assert tracker.watching == "polling"
-        assert len(logged) == 1 and "polling it every 0.1 s" in logged[0]
+        assert (tracker.watching, tracker.watches) == ("polling", 0)
+        assert len(logged) == 1 and "comparing it once per turn instead" in logged[0]
         assert "cap of 2 inotify watches" in logged[0]
         await tracker.snapshot()
         (repo / "src" / "util.py").write_text("X = 4\n")
-        entries = await wait_for(tracker, has("src/util.py"))
+        entries = await tracker.changes_since_snapshot()
         assert by_path(entries)["src/util.py"].status == MODIFIED
     finally:
         await tracker.stop()
 
 
-async def test_running_out_of_watches_later_switches_to_polling_without_losing_changes(
+async def test_running_out_of_watches_later_stops_watching_without_losing_changes(
     repo: Path,
 ) -> None:
     logged: list[str] = []
@@ -585,7 +659,7 @@ async def test_running_out_of_watches_later_switches_to_polling_without_losing_c
     needed = measuring.watches  # root, src, src/pkg, .git, .git/refs and its folders
     await measuring.stop()
     assert 5 <= needed < 12
-    tracker = ChangeTracker(repo, max_watches=needed + 1, poll_interval=0.1, log_line=logged.append)
+    tracker = ChangeTracker(repo, max_watches=needed + 1, log_line=logged.append)
     await tracker.start()
     try:
         assert tracker.watching == "inotify"
@@ -600,7 +674,9 @@ async def test_running_out_of_watches_later_switches_to_polling_without_losing_c
             await asyncio.sleep(0.05)
         assert tracker.watching == "polling" and len(logged) == 1
         (repo / "src" / "util.py").write_text("X = 9\n")
-        await wait_for(tracker, has("src/util.py"))
+        await tracker.snapshot()
+        (repo / "README.md").write_text("# next turn\n")
+        assert paths(await tracker.changes_since_snapshot()) == {"README.md"}
     finally:
         await tracker.stop()
 
@@ -622,6 +698,46 @@ async def test_stop_ends_every_watching_thread(repo: Path) -> None:
     while left() and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     assert left() == set()
+
+
+async def test_the_editor_leaving_while_the_tracker_starts_leaves_nothing_running(
+    repo: Path,
+) -> None:
+    for i in range(200):
+        (repo / "src" / f"d{i}").mkdir()
+    before = set(threading.enumerate())
+    for ticks in (0, 1, 2, 4, 8, 16, 32):
+        tracker = ChangeTracker(repo)
+        starting = asyncio.create_task(tracker.start())
+        for _ in range(ticks):
+            await asyncio.sleep(0)
+        starting.cancel()  # the server's background task, cancelled when the editor leaves
+        await asyncio.gather(starting, return_exceptions=True)
+        await asyncio.wait_for(tracker.stop(), WAIT_S)
+
+    def left() -> set[threading.Thread]:
+        started = set(threading.enumerate()) - before
+        return {t for t in started if t.is_alive() and not t.name.startswith("asyncio_")}
+
+    # A git whose creation was cancelled is killed as soon as it exists: wait for that.
+    deadline = time.monotonic() + WAIT_S
+    while (left() or _children()) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert left() == set()
+    assert _children() == []
+
+
+def _children() -> list[str]:
+    """Commands of this process's children that are still running."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            stat_fields = (entry / "stat").read_text().rsplit(") ", 1)[1].split()
+            if int(stat_fields[1]) == os.getpid() and stat_fields[0] != "Z":
+                found.append((entry / "cmdline").read_text().replace("\0", " "))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
 
 
 async def test_a_deleted_workspace_does_not_crash_the_tracker(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -145,6 +146,14 @@ def test_doctor_checks_the_endpoint_and_shows_where_settings_came_from(tmp_path:
     assert "ripgrep" in done.stdout and "git" in done.stdout
     assert "test-model" in done.stdout and "env:LSP_AGENT_MODEL" in done.stdout
     assert secret not in done.stdout and secret not in done.stderr
+    assert "codeActions     3: lsp-agent: fix this problem, " in done.stdout  # one line each
+    assert "None" not in done.stdout
+
+
+def test_doctor_says_what_is_not_set(tmp_path: Path, model: ScriptedModel) -> None:
+    done = lsp_agent("doctor", env=env_for(tmp_path, LSP_AGENT_BASE_URL=model.base_url))
+    assert done.returncode == 1
+    assert re.search(r"model +not set +\(default\)", done.stdout), done.stdout
 
 
 def test_doctor_fails_when_the_model_is_not_served(tmp_path: Path, model: ScriptedModel) -> None:

@@ -125,7 +125,7 @@ def test_every_environment_variable_of_the_design_is_read(tmp_path: Path) -> Non
     assert (settings.tool_output_cap, settings.stub_chars) == (5000, 100)
     assert settings.command_timeout == 30.0
     assert settings.max_turns == 20
-    editor_only = {"mode", "permissions", "readOnlyPaths"}
+    editor_only = {"mode", "permissions", "readOnlyPaths", "codeActions", "prices"}
     from_env = {name for name, source in settings.sources.items() if source.startswith("env:")}
     assert from_env == set(settings.sources) - editor_only
 
@@ -415,6 +415,8 @@ def test_describe_lists_every_setting_in_camel_case(tmp_path: Path) -> None:
         "mode",
         "permissions",
         "readOnlyPaths",
+        "codeActions",
+        "prices",
     ]
 
 

@@ -17,7 +17,8 @@ from lsp_agent.context.compact import (
 from lsp_agent.context.layers import end_of_turn
 from lsp_agent.context.tokens import Message, TokenMeter
 from lsp_agent.context.view import ContextState, View, build_request, restore_state
-from lsp_agent.model.provider import ProviderError, Reply, Usage, estimate_tokens, make_provider
+from lsp_agent.messages import Reply, Usage, estimate_tokens
+from lsp_agent.model import ProviderError, make_provider
 from lsp_agent.tools.belt import TOOL_SCHEMAS
 from tests.fake_model import ScriptedAnthropic, ScriptedModel, error, reply
 from tests.test_context_history import REMINDER, NoteWriter, check_request

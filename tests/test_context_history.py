@@ -41,7 +41,8 @@ from lsp_agent.context.view import (
     restore_state,
     stub,
 )
-from lsp_agent.model.provider import Reply, Usage, to_anthropic
+from lsp_agent.messages import Reply, Usage
+from lsp_agent.model.anthropic import to_anthropic
 from lsp_agent.tools.belt import TOOL_SCHEMAS
 from tests.fake_model import ScriptedAnthropic, ScriptedModel, _Rejection
 

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
 from lsp_agent.context.tokens import (
     TokenMeter,
     message_bytes,
     request_bytes,
     tokens_between,
 )
-from lsp_agent.model.provider import Usage
+from lsp_agent.messages import Usage
 
 SYSTEM = {"role": "system", "content": "You are a coding agent."}
 USER = {"role": "user", "content": "Fix the parser."}
@@ -73,3 +79,28 @@ def test_the_difference_rounds_up_either_way() -> None:
     assert tokens_between(7, 0) == -2
     assert tokens_between(10, 10) == 0
     assert message_bytes({"content": "é"}) == len('{"content": "é"}'.encode())
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(alphabet=st.characters(codec="utf-8")),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(st.text(alphabet=st.characters(codec="utf-8"), max_size=5), children)
+    ),
+    max_leaves=12,
+)
+
+
+@given(st.dictionaries(st.text(max_size=5, alphabet=st.characters(codec="utf-8")), json_values))
+def test_message_bytes_is_the_size_of_the_json_as_encoded(message: dict[str, Any]) -> None:
+    assert message_bytes(message) == len(json.dumps(message, ensure_ascii=False).encode())
+
+
+def test_a_huge_message_is_measured_exactly() -> None:
+    text = 'x = 1\n\t"quoted" \\ é 😀 \x01\n' * 100_000
+    message = {"role": "assistant", "content": text}
+    assert message_bytes(message) == len(json.dumps(message, ensure_ascii=False).encode())
+
+
+def test_a_lone_surrogate_is_measured_instead_of_raising() -> None:
+    assert message_bytes({"content": "\ud83d"}) == len('{"content": ""}') + 3

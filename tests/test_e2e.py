@@ -330,7 +330,7 @@ async def test_a_missing_model_says_how_to_set_it(editor: Editor, model: Scripte
         ([{}], "prompt"),
         ([{"prompt": "x", "mode": "yolo"}], "mode"),
         ([{"prompt": "x", "range": {"start": {"line": 0, "character": 0}}}], "uri"),
-        (["just a string"], "argument object"),
+        ([["a", "list"]], "the prompt as a string"),
     ],
 )
 async def test_bad_command_arguments_get_a_json_rpc_error_naming_the_key(

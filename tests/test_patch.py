@@ -127,10 +127,24 @@ def test_a_patch_in_a_markdown_fence_is_read() -> None:
     assert apply(patch, files)["a.txt"] == "x\nz\n"
 
 
-def test_an_envelope_cut_off_before_end_patch_is_refused_as_possibly_truncated() -> None:
+def test_an_envelope_without_end_patch_is_refused_without_asking_for_the_same_patch() -> None:
     error = refusal("*** Begin Patch\n*** Update File: a.txt\n-y\n+z\n", {"a.txt": "y\n"})
     assert error.reason == "bad_patch"
-    assert "cut off" in error.message
+    assert "there is no *** End Patch line (the text stops at line 4: '+z')" in error.message
+    assert "end it with a line *** End Patch" in error.message
+    assert "cut off" in error.message and "smaller patches" in error.message
+    assert "send the whole patch again" not in error.message
+
+
+def test_marker_lines_count_with_spaces_around_them() -> None:
+    # As Codex reads them: an indented *** End Patch is the end, not a line of the hunk.
+    files = {"a.txt": "one\n"}
+    patch = "  *** Begin Patch\n  *** Update File: a.txt\n@@\n-one\n+two\n *** End Patch \n"
+    assert apply(patch, files) == {"a.txt": "two\n"}
+    moved = "*** Begin Patch\n*** Update File: a.txt\n  *** Move to: b.txt\n-one\n+2\n*** End Patch"
+    assert apply(moved, files) == {"b.txt": "2\n"}
+    at_end = "*** Begin Patch\n*** Update File: a.txt\n+zero\n   *** End of File\n*** End Patch"
+    assert apply(at_end, files) == {"a.txt": "one\nzero\n"}
 
 
 def test_a_hunk_line_without_a_prefix_is_refused_with_the_rule() -> None:
@@ -187,12 +201,13 @@ def test_lines_added_under_an_anchor_go_right_below_it() -> None:
     assert apply(patch, files)["a.py"] == "import os\nimport sys\n\n\ndef main():\n    pass\n"
 
 
-def test_lines_added_with_no_context_and_no_place_are_refused() -> None:
+def test_lines_added_with_no_context_and_no_place_are_refused_with_how_to_append() -> None:
     error = refusal(
         "*** Begin Patch\n*** Update File: a.txt\n+new\n*** End Patch", {"a.txt": "x\n"}
     )
     assert error.reason == "not_found"
     assert "says nowhere where they go" in error.message
+    assert "put a line *** End of File right after them" in error.message
 
 
 def test_a_move_renames_and_edits_the_file() -> None:
@@ -372,7 +387,7 @@ def test_a_forgiven_match_is_refused_when_it_fits_two_places() -> None:
     patch = "*** Begin Patch\n*** Update File: a.py\n-x = 1\n+x = 2\n*** End Patch"
     error = refusal(patch, files)
     assert error.reason == "ambiguous"
-    assert "when whitespace and indentation are ignored" in error.message
+    assert "when indentation is ignored" in error.message
 
 
 def test_not_found_names_the_file_and_hunk_and_quotes_the_nearest_lines() -> None:
@@ -476,6 +491,100 @@ def test_paths_lists_sources_and_move_targets_once() -> None:
         "*** Update File: a\n-x\n+y\n*** End Patch"
     )
     assert paths(patches) == ["a", "b", "c"]
+
+
+# Several places, one meaning
+
+
+def test_identical_hunks_for_identical_blocks_take_those_blocks_in_order() -> None:
+    block = "    try:\n        run()\n    except OSError:\n        pass\n"
+    files = {"a.py": f"def f():\n{block}\ndef g():\n{block}"}
+    hunk = "@@\n     except OSError:\n-        pass\n+        log()\n"
+    patch = f"*** Begin Patch\n*** Update File: a.py\n{hunk}{hunk}*** End Patch"
+    fixed = block.replace("pass", "log()")
+    assert apply(patch, files) == {"a.py": f"def f():\n{fixed}\ndef g():\n{fixed}"}
+
+
+def test_identical_hunks_fewer_than_the_places_are_refused() -> None:
+    files = {"a.txt": "x\nx\nx\n"}
+    patch = "*** Begin Patch\n*** Update File: a.txt\n@@\n-x\n+y\n@@\n-x\n+y\n*** End Patch"
+    error = refusal(patch, files)
+    assert error.reason == "ambiguous"
+    assert "matches 3 places" in error.message
+
+
+def test_hunks_that_differ_in_what_they_write_are_not_placed_in_order() -> None:
+    files = {"a.txt": "x\nx\n"}
+    patch = "*** Begin Patch\n*** Update File: a.txt\n@@\n-x\n+y\n@@\n-x\n+z\n*** End Patch"
+    assert refusal(patch, files).reason == "ambiguous"
+
+
+def test_dots_in_a_hunk_stand_for_unchanged_lines() -> None:
+    files = {"a.py": "def f():\n    a = 1\n    b = 2\n    return a\n"}
+    patch = (
+        "*** Begin Patch\n*** Update File: a.py\n@@\n def f():\n-    a = 1\n+    a = 10\n"
+        "     ...\n-    return a\n+    return a + b\n*** End Patch"
+    )
+    assert apply(patch, files) == {"a.py": "def f():\n    a = 10\n    b = 2\n    return a + b\n"}
+
+
+# Line endings and indentation, line by line
+
+
+def test_a_mixed_file_keeps_each_lines_ending() -> None:
+    files = {"m.txt": "one\r\ntwo\nthree\r\nfour\n"}
+    patch = (
+        "*** Begin Patch\n*** Update File: m.txt\n two\n-three\n+THREE\n+3b\n four\n*** End Patch"
+    )
+    assert apply(patch, files) == {"m.txt": "one\r\ntwo\nTHREE\r\n3b\r\nfour\n"}
+    lf_region = "*** Begin Patch\n*** Update File: m.txt\n two\n+2b\n three\n*** End Patch"
+    assert apply(lf_region, files) == {"m.txt": "one\r\ntwo\n2b\nthree\r\nfour\n"}
+
+
+def test_a_git_diff_of_a_mixed_file_keeps_the_endings_it_carries() -> None:
+    # git splits lines at LF only: a CRLF line's CR is in the diff. Where the patch's own lines
+    # mix endings, each added line keeps the one it was sent with.
+    before = "a\r\nb\nc\r\n"
+    after = "a\r\nb\nB2\r\nc\r\nd\n"
+    patch = git_diff("m.txt", before, after)
+    assert "\r\n" in patch
+    assert apply(patch, {"m.txt": before}) == {"m.txt": after}
+
+
+def test_two_space_lines_for_a_four_space_file_are_written_at_four() -> None:
+    files = {"a.py": "class A:\n    def f(self):\n        if x:\n            return 1\n"}
+    patch = (
+        "*** Begin Patch\n*** Update File: a.py\n@@\n def f(self):\n   if x:\n"
+        "-    return 1\n+    log()\n+    return 2\n*** End Patch"
+    )
+    expected = (
+        "class A:\n    def f(self):\n        if x:\n            log()\n            return 2\n"
+    )
+    assert apply(patch, files) == {"a.py": expected}
+
+
+def test_tab_lines_for_a_space_file_and_space_lines_for_a_tab_file() -> None:
+    spaces = {"a.py": "def f():\n  if x:\n    y()\n"}
+    patch = "*** Begin Patch\n*** Update File: a.py\n if x:\n \ty()\n+\tz()\n*** End Patch"
+    assert apply(patch, spaces) == {"a.py": "def f():\n  if x:\n    y()\n    z()\n"}
+    tabs = {"a.go": "func f() {\n\tif x {\n\t\ty()\n\t}\n}\n"}
+    patch = "*** Begin Patch\n*** Update File: a.go\n if x {\n   y()\n+  z()\n }\n*** End Patch"
+    assert apply(patch, tabs) == {"a.go": "func f() {\n\tif x {\n\t\ty()\n\t\tz()\n\t}\n}\n"}
+
+
+def test_doubled_spaces_inside_a_line_are_forgiven_as_edit_file_forgives_them() -> None:
+    files = {"a.py": "x  = 1\ny = 2\n"}
+    patch = "*** Begin Patch\n*** Update File: a.py\n x = 1\n-y = 2\n+y = 3\n*** End Patch"
+    assert apply(patch, files) == {"a.py": "x  = 1\ny = 3\n"}
+
+
+def test_a_stray_blank_context_line_at_the_top_of_a_hunk_is_dropped() -> None:
+    files = {"a.py": "def f():\n    return 1\n"}
+    patch = (
+        "*** Begin Patch\n*** Update File: a.py\n@@\n \n def f():\n-    return 1\n+    return 2\n"
+        "*** End Patch"
+    )
+    assert apply(patch, files) == {"a.py": "def f():\n    return 2\n"}
 
 
 # Properties

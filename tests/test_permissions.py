@@ -1,9 +1,15 @@
 """The permission wall, decided in code: a decision table of commands, the user's rules, session
-rules, and the toolbox asking (or not) through the editor port."""
+rules, the question (whole, off the event loop), protected paths for unpreviewed edits, and the
+toolbox asking (or not) through the editor port.
+
+The corpus of attacks by class is in tests/test_permission_corpus.py."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,19 +22,56 @@ from lsp_agent.safety.permissions import (
     ANSWERS,
     ASK,
     DENY,
+    MAX_COMMAND_CHARS,
     Rule,
     SessionRules,
+    Verdict,
     command_shape,
     decide,
-    decide_command,
 )
+from lsp_agent.safety.permissions import decide_command as decide_bare
 from lsp_agent.safety.sandbox import Availability, Sandbox
 from lsp_agent.testing import MemoryPort
 from lsp_agent.tools.belt import Toolbox
+from lsp_agent.tools.gate import shown
+from lsp_agent.tools.shell import run_env
 from lsp_agent.tools.workspace import Workspace
+from tests.permission_corpus import harmless_workspace
 
-ROOT = Path("/work/project")
 HOME = Path("/home/user")
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    yield harmless_workspace(tmp_path_factory.mktemp("permissions") / "project")
+
+
+@pytest.fixture(scope="module")
+def box(project: Path) -> Sandbox:
+    return Sandbox(project, Availability("bwrap", "test"))
+
+
+ROOT = Path("/nonexistent/project")
+"""Where the pure checks judge paths from (nothing there: no walk, no history)."""
+
+
+def decide_command(command: str, **kwargs: Any) -> Verdict:
+    """The decision for a command, with no workspace to look at (paths judged as written)."""
+    kwargs.setdefault("home", HOME)
+    return decide_bare(command, **kwargs)
+
+
+def judged(command: str, box: Sandbox) -> Verdict:
+    """The decision the gate makes in a real workspace (walk, git history, PATH)."""
+    return decide_bare(
+        command,
+        root=box.root,
+        home=HOME,
+        scanner=box.scanner,
+        history=box.repository.secrets,
+        path=run_env()["PATH"],
+    )
+
 
 # command → decision with the built-in rules, inside a sandbox.
 TABLE: list[tuple[str, str]] = [
@@ -41,6 +84,8 @@ TABLE: list[tuple[str, str]] = [
     ("ls && git status", ALLOW),
     ("ls || pwd; echo done", ALLOW),
     ("grep -rn TODO src", ALLOW),
+    ("grep -rn TODO .", ASK),  # it would read .env and .git/config
+    ("grep -rn --exclude-dir=.git --exclude='.env*' TODO .", ALLOW),
     ("rg -n 'def main' --glob '*.py'", ALLOW),
     ("find . -name '*.py' -type f", ALLOW),
     ("git status --short", ALLOW),
@@ -59,6 +104,15 @@ TABLE: list[tuple[str, str]] = [
     ("echo hello >&2", ALLOW),
     ("wc -l < hello.py", ALLOW),
     ("cat <<EOF\nhi\nEOF", ALLOW),
+    ("cat <<'EOF'\n$(touch x) `id`\nEOF", ALLOW),  # a quoted delimiter: the text is literal
+    ("sed -n '$p' hello.py", ALLOW),
+    ("awk '{print $1}' hello.py", ALLOW),
+    ("git blame hello.py", ALLOW),
+    ("git ls-files", ALLOW),
+    ("git rev-parse --show-toplevel", ALLOW),
+    ("git ls-files | xargs wc -l", ALLOW),
+    ("python3 --version", ALLOW),
+    ("sleep 1 & ls", ALLOW),
     ("echo /etc/passwd", ALLOW),  # echo reads nothing
     # one part not read-only: ask
     ("rm -rf build", ASK),
@@ -146,8 +200,8 @@ TABLE: list[tuple[str, str]] = [
 
 
 @pytest.mark.parametrize(("command", "expected"), TABLE, ids=[repr(c)[:60] for c, _ in TABLE])
-def test_the_decision_table(command: str, expected: str) -> None:
-    verdict = decide_command(command, root=ROOT, home=HOME)
+def test_the_decision_table(command: str, expected: str, box: Sandbox) -> None:
+    verdict = judged(command, box)
     assert verdict.decision == expected, verdict.reason
     assert verdict.reason  # always a sentence for the user or the model
 
@@ -345,3 +399,160 @@ def test_doctor_reports_the_sandbox_from_a_real_probe(tmp_path: Path) -> None:
 
     (line,) = [line for line in done.stdout.splitlines() if "sandbox" in line]
     assert line.startswith("ok   sandbox    bwrap (bubblewrap"), line
+
+
+# The question shows the whole command; what cannot be shown whole is refused.
+
+
+def test_a_command_too_long_to_show_whole_is_refused_not_asked() -> None:
+    long = "ls " + " ".join(f"file{i}.py" for i in range(2000))
+    assert len(long) > MAX_COMMAND_CHARS
+    verdict = decide_command(long, root=ROOT)
+    assert verdict.decision == DENY and "write the script to a file" in verdict.reason
+    # with a 200 KB command the judge does not even read it
+    assert decide_command("ls " + "a" * 200_000, root=ROOT).decision == DENY
+    # the user's allow-everything rule still decides (nothing is shown then)
+    assert decide_command(long, root=ROOT, rules=[Rule("bash", ALLOW)]).decision == ALLOW
+
+
+def test_the_question_shows_characters_that_could_hide_part_of_the_command() -> None:
+    sneaky = "ls\r\x1b[2K\u202erm -rf ~\u200b\tx\ny"
+    assert shown(sneaky) == "ls\\x0d\\x1b[2K\\u202erm -rf ~\\u200b\tx\ny"
+    assert shown("grep é src") == "grep é src"
+
+
+async def test_the_question_carries_the_whole_command_however_long(tmp_path: Path) -> None:
+    port = MemoryPort(answer="Deny")
+    tools = toolbox(tmp_path, port)
+    command = "echo start && " + " && ".join(f"echo step{i}" for i in range(300)) + " && rm -rf x"
+    assert 3000 < len(command) < MAX_COMMAND_CHARS
+
+    result = await tools.run("bash", json.dumps({"command": command}))
+
+    ((question, _),) = port.questions
+    assert command in question and "rm is not on the list" in question
+    assert not result.ok and "Nothing ran" in result.text
+
+
+async def test_the_decision_does_not_hold_the_event_loop(tmp_path: Path) -> None:
+    # The longest command the judge reads, made of parts that each look at the disk.
+    harmless_workspace(tmp_path / "project")
+    port = MemoryPort(answer="Deny")
+    tools = toolbox(tmp_path / "project", port)
+    command = " && ".join(f"cat src/app.py hello.py a{i}.py" for i in range(215)) + " && rm x"
+    assert len(command) < MAX_COMMAND_CHARS
+    turns = 0
+    stop = asyncio.Event()
+
+    async def other_work() -> None:
+        nonlocal turns
+        while not stop.is_set():
+            turns += 1
+            await asyncio.sleep(0)
+
+    ticker = asyncio.create_task(other_work())
+    result = await tools.run("bash", json.dumps({"command": command}))
+    stop.set()
+    await ticker
+
+    assert len(port.questions) == 1 and "Nothing ran" in result.text  # judged whole, asked
+    assert turns > 50, f"the loop ran only {turns} times while the command was decided"
+
+
+# Edits of protected paths, when no preview asks the user.
+
+PROTECTED_EDITS = [
+    ".vscode/tasks.json",
+    ".idea/workspace.xml",
+    ".bashrc",
+    ".zshrc",
+    ".gitmodules",
+    ".gitconfig",
+    ".envrc",
+    ".npmrc",
+    ".yarnrc.yml",
+    ".pypirc",
+    "venv/lib/python3.11/site-packages/evil.pth",
+    "sub/.vscode/settings.json",
+]
+
+
+@pytest.mark.parametrize("path", PROTECTED_EDITS)
+def test_unpreviewed_edits_of_protected_paths_are_asked_and_previewed_ones_are_not(
+    path: str,
+) -> None:
+    args = {"path": path, "content": "x"}
+    auto = decide("write_file", args, root=ROOT, previewed=False)
+    assert auto.decision == ASK and "no preview shows you this edit" in auto.reason
+    assert auto.unattended is False  # the terminal's --yes does not answer it
+    assert decide("write_file", args, root=ROOT, previewed=True).decision == ALLOW
+    assert decide("edit_file", {"path": "src/app.py"}, root=ROOT, previewed=False).decision == (
+        ALLOW
+    )
+
+
+def test_a_virtualenv_anywhere_and_git_s_hooks_folder_are_protected_for_edits(
+    tmp_path: Path,
+) -> None:
+    root = harmless_workspace(tmp_path / "project")
+    (root / "tools" / "env").mkdir(parents=True)
+    (root / "tools" / "env" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    subprocess.run(["git", "-C", str(root), "config", "core.hooksPath", ".husky/_"], check=True)
+    for path in ("tools/env/lib/site.pth", ".husky/pre-commit", ".husky/_/h"):
+        verdict = decide("write_file", {"path": path}, root=root, previewed=False)
+        assert verdict.decision == ASK, path
+    assert decide("write_file", {"path": "tools/x.py"}, root=root, previewed=False).decision == (
+        ALLOW
+    )
+
+
+async def test_with_the_terminal_s_yes_an_edit_of_a_protected_path_is_still_asked(
+    tmp_path: Path,
+) -> None:
+    port = MemoryPort(answer="Deny")
+    tools = toolbox(tmp_path, port, auto_approve=frozenset({"write_file"}))
+
+    made = await tools.run("write_file", json.dumps({"path": "notes.md", "content": "x\n"}))
+    rc = await tools.run("write_file", json.dumps({"path": ".bashrc", "content": "evil\n"}))
+
+    assert made.ok and (tmp_path / "notes.md").exists()  # --yes: applied without a question
+    ((question, _),) = port.questions
+    assert ".bashrc" in question and not rc.ok and not (tmp_path / ".bashrc").exists()
+
+
+async def test_in_auto_mode_writing_editor_tasks_asks_and_a_denial_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    from lsp_agent.tools.belt import TurnState
+
+    port = MemoryPort(answer="Deny")
+    tools = toolbox(tmp_path, port, auto_approve=frozenset({"write_file"}))
+    task = {"path": ".vscode/tasks.json", "content": '{"tasks": []}\n'}
+
+    result = await tools.run("write_file", json.dumps(task), TurnState(review=False))
+
+    ((question, _),) = port.questions  # asked, although --yes would answer edits
+    assert ".vscode" in question
+    assert not result.ok and not (tmp_path / ".vscode").exists()
+
+
+def test_git_content_is_asked_only_when_a_secret_is_in_the_repository(tmp_path: Path) -> None:
+    root = harmless_workspace(tmp_path / "project")
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    (root / ".env.example").write_text("API_KEY=\n")
+    subprocess.run([*git, "add", "-f", ".env.example"], check=True)
+    subprocess.run([*git, "commit", "-qm", "template"], check=True)
+    box = Sandbox(root, Availability("bwrap", "test"))
+    assert judged("git log -p", box).decision == ALLOW  # a committed template is no secret
+
+    (root / "deploy").mkdir()
+    (root / "deploy" / ".env.prod").write_text("API_KEY=secret\n")
+    subprocess.run([*git, "add", "-f", "deploy/.env.prod"], check=True)
+    subprocess.run([*git, "commit", "-qm", "oops"], check=True)
+    subprocess.run([*git, "rm", "-q", "deploy/.env.prod"], check=True)
+    subprocess.run([*git, "commit", "-qm", "remove it"], check=True)
+
+    for command in ("git log -p", "git show HEAD~1", "git diff HEAD~2", "git log -S secret"):
+        verdict = judged(command, box)
+        assert verdict.decision == ASK and "history holds a secret" in verdict.reason, command
+    assert judged("git log --oneline", box).decision == ALLOW  # no content: no question

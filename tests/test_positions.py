@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from lsp_agent.lsp.arguments import Position, Range
+from lsp_agent.lsp.commands import selection_of
 from lsp_agent.lsp.positions import ENCODINGS, text_range
-from lsp_agent.lsp.server import selection_of
 from lsp_agent.text import split_lines
 
 NOT_LINE_BREAKS = ["\f", "\v", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]

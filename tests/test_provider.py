@@ -6,41 +6,40 @@ import asyncio
 import json
 import socket
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from email.utils import formatdate
 from typing import Any
 
 import httpx
 import pytest
 
-from lsp_agent.model.provider import (
-    AnthropicProvider,
-    OpenAIProvider,
-    Provider,
-    ProviderError,
-    Reply,
-    Usage,
-    cached_tokens,
-    estimate_tokens,
-    make_provider,
-    retry_after_seconds,
-    to_anthropic,
-)
+from lsp_agent.messages import Reply, Usage, cached_tokens, estimate_tokens
+from lsp_agent.model import Provider, ProviderError, make_provider
+from lsp_agent.model.anthropic import AnthropicProvider, to_anthropic
+from lsp_agent.model.faults import retry_after_seconds
+from lsp_agent.model.openai import OpenAIProvider
+from lsp_agent.model.stream import TEXT_SLICE
 from tests.fake_model import (
     Error,
     ScriptedAnthropic,
     ScriptedModel,
     break_after,
+    chunk,
     disconnect,
+    empty_stream,
     error,
+    flood,
     hang_after,
+    page,
+    raw_stream,
     refuse_stream_with_tools,
     reply,
+    text_chunks,
     tool_call,
     tool_calls,
 )
 
-READ_FILE = {
+READ_FILE: dict[str, Any] = {
     "type": "function",
     "function": {
         "name": "read_file",
@@ -48,7 +47,7 @@ READ_FILE = {
         "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
     },
 }
-SEARCH = {
+SEARCH: dict[str, Any] = {
     "type": "function",
     "function": {
         "name": "search",
@@ -84,12 +83,23 @@ async def open_provider() -> AsyncIterator[Open]:
 
 
 async def ask(
-    provider: Provider, messages: list[dict[str, Any]] = ASK, tools: list[dict[str, Any]] = ()
+    provider: Provider,
+    messages: list[dict[str, Any]] = ASK,
+    tools: Sequence[dict[str, Any]] = (),
 ) -> tuple[Reply, list[str]]:
     """One model call; returns the reply and the text deltas `on_text` received."""
     chunks: list[str] = []
     result = await provider.complete(messages, list(tools), chunks.append)
     return result, chunks
+
+
+async def refusal(
+    open_provider: Open, *steps: Any, tools: Sequence[dict[str, Any]] = ()
+) -> tuple[str, ScriptedModel]:
+    """The sentence a call ends with when the endpoint answers `steps`, and the endpoint."""
+    with ScriptedModel(list(steps)) as model, pytest.raises(ProviderError) as caught:
+        await ask(open_provider(model.base_url), tools=list(tools))
+    return caught.value.message, model
 
 
 def free_port() -> int:
@@ -102,10 +112,38 @@ def free_port() -> int:
 # Streaming and assembly
 
 
-async def test_the_answer_streams_to_the_editor_in_chunks(open_provider: Open) -> None:
+async def test_the_answer_reaches_the_editor_while_the_model_is_still_writing(
+    open_provider: Open,
+) -> None:
+    with ScriptedModel([hang_after("The bug is on line 3.")]) as model:
+        shown = asyncio.Event()
+        chunks: list[str] = []
+
+        def on_text(text: str) -> None:
+            chunks.append(text)
+            shown.set()
+
+        task = asyncio.create_task(open_provider(model.base_url).complete(ASK, [], on_text))
+        await asyncio.wait_for(shown.wait(), 5)
+        assert not task.done()  # the endpoint has not finished its reply
+        model.release()
+        answer = await task
+    assert "".join(chunks) == answer.text == "The bug is on line 3."
+
+
+async def test_one_connection_serves_call_after_call(open_provider: Open) -> None:
+    script = [reply("one"), tool_call("read_file", {"path": "a.py"}), reply("three")]
+    with ScriptedModel(script) as model:
+        provider = open_provider(model.base_url)
+        for _ in script:
+            await ask(provider, tools=[READ_FILE])
+    assert len({timing.peer for timing in model.timings}) == 1
+
+
+async def test_the_answer_streams_to_the_editor_in_order(open_provider: Open) -> None:
     with ScriptedModel([reply("The bug is on line 3.", chunks=4)]) as model:
         answer, chunks = await ask(open_provider(model.base_url))
-    assert len(chunks) == 4
+    assert 1 <= len(chunks) <= 4  # deltas that arrive in one network read are passed on together
     assert "".join(chunks) == answer.text == "The bug is on line 3."
     assert answer.finish_reason == "stop"
     assert answer.tool_calls == ()
@@ -198,17 +236,10 @@ async def test_usage_is_read_with_cached_tokens(open_provider: Open) -> None:
 async def test_missing_usage_is_estimated_from_the_bytes_sent(open_provider: Open) -> None:
     with ScriptedModel([reply("x" * 35, usage=False)]) as model:
         answer, _ = await ask(open_provider(model.base_url), tools=[READ_FILE])
-    sent = model.requests[0]
-
-    def size(value: Any) -> int:
-        return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
-
     assert answer.usage.estimated is True
     assert answer.usage.cached_tokens is None
     assert answer.usage.completion_tokens == 10
-    assert answer.usage.prompt_tokens == estimate_tokens(
-        size(sent["messages"]) + size(sent["tools"])
-    )
+    assert answer.usage.prompt_tokens == estimate_tokens(len(model.bodies[0]))
 
 
 def test_estimate_is_bytes_over_three_and_a_half_rounded_up() -> None:
@@ -311,6 +342,141 @@ async def test_running_out_of_script_fails_loudly_and_is_not_retried(
         await ask(open_provider(model.base_url))
     assert "script exhausted" in caught.value.message
     assert len(model.requests) == 1
+
+
+# Replies that make no sense end the turn with a sentence, and are not retried
+
+
+LOGIN_PAGE = (
+    "<!DOCTYPE html><html><head><title>Sign in · Acme SSO</title></head>"
+    "<body><form>user <input name=u></form></body></html>"
+)
+
+
+async def test_a_login_page_answered_with_200_is_named_a_web_page(open_provider: Open) -> None:
+    message, model = await refusal(open_provider, page(LOGIN_PAGE), reply("never"))
+    assert f"{model.base_url}/chat/completions answered 200 with a web page" in message
+    assert "'Sign in · Acme SSO'" in message
+    assert "lspAgent.baseUrl" in message and "/v1" in message
+    assert "broke off" not in message
+    assert len(model.requests) == 1
+
+
+async def test_an_empty_stream_is_tried_once_more_then_said(open_provider: Open) -> None:
+    message, model = await refusal(open_provider, empty_stream(), empty_stream(), reply("never"))
+    assert "answered twice with an empty stream" in message
+    assert "server's log" in message
+    assert len(model.requests) == 2
+
+
+async def test_an_empty_stream_once_is_retried_and_the_turn_goes_on(open_provider: Open) -> None:
+    with ScriptedModel([empty_stream(), reply("Fine.")]) as model:
+        answer, _ = await ask(open_provider(model.base_url))
+    assert answer.text == "Fine."
+
+
+async def test_a_stream_without_choices_is_not_taken_for_an_empty_answer(
+    open_provider: Open,
+) -> None:
+    other_api = [{"type": "response.output_text.delta", "delta": "Hi"}] * 3
+    message, model = await refusal(open_provider, raw_stream(*other_api))
+    assert "streamed 3 events, none of them a chat-completion chunk with `choices`" in message
+    assert "response.output_text.delta" in message  # the first one is quoted
+    assert "lspAgent.provider" in message
+    assert len(model.requests) == 1
+
+
+async def test_a_delta_that_is_a_string_is_said_plainly(open_provider: Open) -> None:
+    message, _ = await refusal(open_provider, raw_stream(chunk("Hello"), chunk({}, "stop")))
+    assert "sent a chunk whose `delta` is 'Hello', not an object" in message
+    assert "internal" not in message
+
+
+async def test_a_tool_call_index_that_is_not_a_number_runs_no_call(open_provider: Open) -> None:
+    def call(index: Any, **fields: Any) -> dict[str, Any]:
+        return chunk({"tool_calls": [{"index": index, **fields}]})
+
+    stream = raw_stream(
+        call("0", id="a", type="function", function={"name": "read_file", "arguments": ""}),
+        call("1", id="b", type="function", function={"name": "search", "arguments": ""}),
+        call("0", function={"arguments": '{"path": "a.py"}'}),
+        call("1", function={"arguments": '{"pattern": "x"}'}),
+        chunk({}, "tool_calls"),
+    )
+    message, _ = await refusal(open_provider, stream, tools=[READ_FILE, SEARCH])
+    assert "tool-call delta whose index is '0', not a whole number" in message
+
+
+async def test_a_tool_call_without_a_name_is_said_plainly(open_provider: Open) -> None:
+    nameless = chunk({"tool_calls": [{"index": 0, "id": "a", "function": {"arguments": "{}"}}]})
+    stream = raw_stream(nameless, chunk({}, "tool_calls"))
+    message, _ = await refusal(open_provider, stream, tools=[READ_FILE])
+    assert "sent a tool call without a tool name" in message
+
+
+async def test_json_that_is_not_a_completion_is_quoted(open_provider: Open) -> None:
+    status = page('{"status": "ok"}', content_type="application/json")
+    message, _ = await refusal(open_provider, status)
+    assert "answered 200 with JSON that is not a chat completion" in message
+    assert '"status": "ok"' in message
+
+
+async def test_a_body_that_is_no_event_stream_is_quoted(open_provider: Open) -> None:
+    message, _ = await refusal(open_provider, page("upstream says hi", content_type="text/plain"))
+    assert "bytes that are not an event stream (upstream says hi)" in message
+
+
+# Text that cannot be encoded is repaired where it enters
+
+
+async def test_an_emoji_split_across_two_chunks_arrives_whole(open_provider: Open) -> None:
+    stream = raw_stream(*text_chunks("Done ", "\ud83d", "\ude00", " and dusted."))
+    with ScriptedModel([stream]) as model:
+        answer, chunks = await ask(open_provider(model.base_url))
+    assert answer.text == "Done \U0001f600 and dusted."
+    assert "".join(chunks) == answer.text
+    for text in chunks:
+        text.encode()  # every piece the editor is shown can be encoded
+    assert b"\\ud83d" in model.bodies[0] or len(model.bodies) == 1  # the split was sent as is
+
+
+async def test_a_truly_lone_surrogate_is_replaced_and_noted(
+    open_provider: Open, caplog: pytest.LogCaptureFixture
+) -> None:
+    stream = raw_stream(*text_chunks("a", "\ud83d", "b", "\ude00"))
+    with ScriptedModel([stream]) as model, caplog.at_level("WARNING"):
+        answer, chunks = await ask(open_provider(model.base_url))
+    assert answer.text == "a\ufffdb\ufffd"
+    assert "".join(chunks) == answer.text
+    assert "2 lone UTF-16 surrogate(s)" in caplog.text
+
+
+async def test_an_emoji_split_across_tool_call_chunks_arrives_whole(open_provider: Open) -> None:
+    def part(arguments: str, **fields: Any) -> dict[str, Any]:
+        return chunk({"tool_calls": [{"index": 0, **fields, "function": {"arguments": arguments}}]})
+
+    first = chunk(
+        {"tool_calls": [{"index": 0, "id": "a", "function": {"name": "search", "arguments": ""}}]}
+    )
+    stream = raw_stream(
+        first,
+        part('{"pattern": "\ud83d'),
+        part('\ude00"}'),
+        chunk({}, "tool_calls"),
+    )
+    with ScriptedModel([stream]) as model:
+        answer, _ = await ask(open_provider(model.base_url), tools=[SEARCH])
+    (call,) = answer.tool_calls
+    assert json.loads(call.arguments) == {"pattern": "\U0001f600"}
+
+
+async def test_a_huge_delta_reaches_the_editor_in_slices(open_provider: Open) -> None:
+    with ScriptedModel([flood(300_000, 300_000)]) as model:
+        answer, chunks = await ask(open_provider(model.base_url))
+    assert len(answer.text) == 300_000
+    assert "".join(chunks) == answer.text
+    assert max(len(text) for text in chunks) <= TEXT_SLICE
+    assert len(chunks) >= 300_000 // TEXT_SLICE
 
 
 # Faults that end the turn with a sentence
@@ -429,7 +595,7 @@ def test_an_unknown_provider_names_the_setting() -> None:
 
 
 async def test_null_assistant_content_is_never_sent(open_provider: Open) -> None:
-    history = [
+    history: list[dict[str, Any]] = [
         *ASK,
         {
             "role": "assistant",
@@ -713,7 +879,7 @@ def test_anthropic_request_takes_system_as_a_cached_parameter() -> None:
 
 
 def test_anthropic_request_turns_tool_calls_into_blocks_and_merges_results() -> None:
-    history = [
+    history: list[dict[str, Any]] = [
         *ASK,
         {
             "role": "assistant",
@@ -811,6 +977,42 @@ async def test_anthropic_overload_is_retried(open_provider: Open) -> None:
         answer, _ = await ask(provider)
     assert answer.text == "ok"
     assert len(model.requests) == 2
+
+
+async def test_anthropic_answered_by_a_web_page_names_the_base_url(open_provider: Open) -> None:
+    with ScriptedAnthropic([page(LOGIN_PAGE)], models=("claude-test",)) as model:
+        provider = open_provider(model.base_url, "claude-test", None, "anthropic")
+        with pytest.raises(ProviderError) as caught:
+            await ask(provider)
+    assert "answered 200 with a web page titled 'Sign in · Acme SSO'" in caught.value.message
+    assert "https://api.anthropic.com" in caught.value.message
+
+
+async def test_anthropic_events_with_an_odd_index_run_no_call(open_provider: Open) -> None:
+    events: list[dict[str, Any]] = [
+        {"type": "message_start", "message": {"id": "m", "usage": {"input_tokens": 1}}},
+        {
+            "type": "content_block_start",
+            "index": "one",
+            "content_block": {"type": "tool_use", "id": "t", "name": "read_file", "input": {}},
+        },
+        {"type": "message_stop"},
+    ]
+    with ScriptedAnthropic([raw_stream(*events)], models=("claude-test",)) as model:
+        provider = open_provider(model.base_url, "claude-test", None, "anthropic")
+        with pytest.raises(ProviderError) as caught:
+            await ask(provider, tools=[READ_FILE])
+    assert "content-block event whose index is 'one', not a whole number" in caught.value.message
+
+
+async def test_anthropic_stream_in_another_dialect_is_said_plainly(open_provider: Open) -> None:
+    with ScriptedAnthropic(
+        [raw_stream(chunk({"content": "Hi"}))], models=("claude-test",)
+    ) as model:
+        provider = open_provider(model.base_url, "claude-test", None, "anthropic")
+        with pytest.raises(ProviderError) as caught:
+            await ask(provider)
+    assert "streamed 1 event, none of them a Messages API event" in caught.value.message
 
 
 def test_make_provider_builds_the_named_kind() -> None:

@@ -141,7 +141,7 @@ def test_split_lines_keeps_every_terminator() -> None:
 texts = st.text(alphabet=st.sampled_from("ab \n\r\t{}x"), max_size=120)
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(texts, texts)
 def test_when_the_user_changed_nothing_the_result_is_the_planned_text(
     base: str, planned: str
@@ -149,7 +149,7 @@ def test_when_the_user_changed_nothing_the_result_is_the_planned_text(
     assert rebase(base, planned, base).merged == planned
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(texts, texts)
 def test_when_the_plan_changes_nothing_the_result_is_the_users_text(
     base: str, current: str
@@ -157,7 +157,7 @@ def test_when_the_plan_changes_nothing_the_result_is_the_users_text(
     assert rebase(base, base, current).merged == current
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(texts, texts)
 def test_when_both_made_the_same_change_the_result_is_that_change(base: str, changed: str) -> None:
     assert rebase(base, changed, changed).merged == changed
@@ -186,7 +186,7 @@ def two_separate_edits(draw: st.DrawFn) -> tuple[str, str, str, str]:
     return "".join(lines), "".join(edit_a), "".join(edit_b), "".join(both)
 
 
-@settings(max_examples=400)
+@settings(max_examples=400, deadline=None)
 @given(two_separate_edits())
 def test_edits_on_separate_lines_commute_and_both_land(
     case: tuple[str, str, str, str],
@@ -197,7 +197,7 @@ def test_edits_on_separate_lines_commute_and_both_land(
     assert rebase(base, edit_b, edit_a).merged == both
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(two_separate_edits(), st.sampled_from(["\n", "\r\n"]))
 def test_the_merged_text_uses_the_files_line_endings(
     case: tuple[str, str, str, str], eol: str
@@ -211,7 +211,7 @@ def test_the_merged_text_uses_the_files_line_endings(
         assert merged.count("\n") == merged.count("\r\n")
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(st.integers(min_value=5, max_value=30), st.integers(0, 2), st.data())
 def test_a_change_within_the_context_of_a_hunk_is_never_applied(
     count: int, gap: int, data: st.DataObject
@@ -226,7 +226,7 @@ def test_a_change_within_the_context_of_a_hunk_is_never_applied(
     assert not rebase("".join(lines), "".join(current), "".join(planned)).clean
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(
     st.integers(min_value=1, max_value=30),
     st.data(),

@@ -1,8 +1,13 @@
 """The sandbox: the bubblewrap options and the seatbelt profile as text, the environment
-allowlist, the probe, and the placeholders that guard protected paths that do not exist yet."""
+allowlist, the probe, the placeholders that guard protected paths that do not exist yet, the
+paths found by looking (nested repositories, virtualenvs, submodules, git's hooks folder), the
+process limit and the seccomp filter."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -13,6 +18,8 @@ import pytest
 from lsp_agent.context.cap import Spills
 from lsp_agent.errors import ToolError
 from lsp_agent.safety import sandbox as sandbox_module
+from lsp_agent.safety.limits import MAX_PROCESSES, cgroup_parent
+from lsp_agent.safety.protected import guards
 from lsp_agent.safety.sandbox import (
     PROTECTED_DIRS,
     PROTECTED_FILES,
@@ -22,8 +29,8 @@ from lsp_agent.safety.sandbox import (
     command_env,
     probe,
     seatbelt_profile,
-    seccomp_filter,
 )
+from lsp_agent.safety.seccomp import seccomp_filter
 from lsp_agent.tools.shell import run_command
 
 needs_bwrap = pytest.mark.skipif(probe().kind != "bwrap", reason=f"no bwrap: {probe().reason}")
@@ -74,9 +81,8 @@ def test_the_seatbelt_profile_denies_by_default_and_guards_the_protected_paths()
         assert f'(require-not (subpath "/Users/me/my \\"project\\"/{name}"))' in profile
     for name in PROTECTED_FILES:
         assert f'(require-not (literal "/Users/me/my \\"project\\"/{name}"))' in profile
-    assert '(regex #"^/Users/me/my\\ \\"project\\"/(.*/)?(\\.git|\\.vscode|\\.idea)(/.*)?$")' in (
-        profile
-    )
+    nested = "|".join(re.escape(name) for name in PROTECTED_DIRS)
+    assert f'(regex #"^/Users/me/my\\ \\"project\\"/(.*/)?({nested})(/.*)?$")' in profile
     assert '(allow file-write* (subpath "/private/var/folders/x/T/lsp-agent-tmp-1"))' in profile
     assert profile.count("(") == profile.count(")")
     writes = [line for line in lines if line.startswith("(allow file-write")]
@@ -258,7 +264,7 @@ async def test_a_worktree_git_file_pointing_inside_protects_the_real_git_folder(
 def test_the_seccomp_program_is_known_for_the_common_machines() -> None:
     for machine in ("x86_64", "aarch64"):
         program = seccomp_filter(machine)
-        assert program is not None and len(program) == 11 * 8  # eleven BPF instructions
+        assert program is not None and len(program) == 17 * 8  # seventeen BPF instructions
     assert seccomp_filter("riscv64") is None  # unknown numbers: no filter rather than a wrong one
 
 
@@ -275,6 +281,22 @@ async def test_unix_sockets_cannot_be_made_but_socketpairs_and_loopback_work(
         "    socket.socket(socket.AF_UNIX)\n"
         "except PermissionError:\n"
         "    print('no unix socket')\n"
+        "socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); print('inet6')\n"
+        "socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0); print('netlink route')\n"
+        "for family, kind, protocol, name in [\n"
+        "    (socket.AF_VSOCK, socket.SOCK_STREAM, 0, 'vsock'),\n"
+        "    (socket.AF_NETLINK, socket.SOCK_RAW, 9, 'netlink audit'),\n"
+        "    (socket.AF_NETLINK, socket.SOCK_RAW, 15, 'netlink uevents'),\n"
+        "    (socket.AF_PACKET, socket.SOCK_RAW, 0, 'packet'),\n"
+        "]:\n"
+        "    try:\n"
+        "        socket.socket(family, kind, protocol)\n"
+        "    except PermissionError:\n"
+        "        print('no', name)\n"
+        "import ctypes\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "number = {'x86_64': 250, 'aarch64': 219}[__import__('os').uname().machine]\n"
+        "print('keyctl', libc.syscall(number, 0, -4, 0), ctypes.get_errno())\n"
     )
     (tmp_path / "probe.py").write_text(script)
 
@@ -286,10 +308,156 @@ async def test_unix_sockets_cannot_be_made_but_socketpairs_and_loopback_work(
         timeout=60,
     )
 
-    assert result.output.head == "pair\nloopback\nno unix socket\n", result.output.head
+    assert result.output.head == (
+        "pair\nloopback\nno unix socket\ninet6\nnetlink route\nno vsock\nno netlink audit\n"
+        "no netlink uevents\nno packet\nkeyctl -1 13\n"
+    ), result.output.head
 
 
 def test_bwrap_is_what_the_tests_run_on_linux() -> None:
     # scripts/test.sh installs bubblewrap: a machine without it must not pass silently.
     if shutil.which("bwrap") is None:
         pytest.fail("bwrap is not installed: run scripts/test.sh, which installs it")
+
+
+def test_the_kernel_knobs_dev_and_the_private_mounts_are_bounded() -> None:
+    root = Path("/work/project")
+    args = bwrap_args(root, pinned=[root / "sub"], read_only=[root / "sub" / ".git"])
+    text = " ".join(args)
+
+    assert "--ro-bind /proc/sys /proc/sys" in text  # root could write core_pattern otherwise
+    assert text.index("--proc /proc") < text.index("--ro-bind /proc/sys /proc/sys")
+    assert "--remount-ro /dev" in text and "--tmpfs /dev/shm" in text
+    for mount in ("/tmp", "/run", "/dev/shm"):
+        assert args[args.index(mount) - 3] == "--size", mount
+    # a pinned folder is bound onto itself before the protected path inside it
+    assert text.index(f"--bind {root} {root}") < text.index(f"--bind {root}/sub {root}/sub")
+    assert text.index(f"--bind {root}/sub") < text.index(f"--ro-bind {root}/sub/.git")
+    unsized = " ".join(bwrap_args(root, sized=False))
+    assert "--size" not in unsized and "--tmpfs /tmp" in unsized
+
+
+def make_repository(root: Path) -> None:
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (root / "app.py").write_text("x = 1\n")
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True)
+
+
+def test_paths_found_by_looking_are_guarded(tmp_path: Path) -> None:
+    root = tmp_path / "project"
+    root.mkdir()
+    make_repository(root)
+    git = ["git", "-C", str(root)]
+    (root / "deep" / "nested").mkdir(parents=True)
+    subprocess.run(["git", "-C", str(root / "deep" / "nested"), "init", "-q"], check=True)
+    (root / "tools" / "env").mkdir(parents=True)
+    (root / "tools" / "env" / "pyvenv.cfg").write_text("home = /usr\n")
+    (root / "envs" / "conda" / "conda-meta").mkdir(parents=True)
+    subprocess.run([*git, "config", "core.hooksPath", ".husky/_"], check=True)
+    subprocess.run([*git, "config", "include.path", "../team.gitconfig"], check=True)
+    subprocess.run(
+        [*git, "update-index", "--add", "--cacheinfo", f"160000,{'2' * 40},vendor/lib"],
+        check=True,
+    )
+    box = Sandbox(root, Availability("bwrap", "test"))
+
+    found = {guard.path.relative_to(root).as_posix(): guard for guard in guards(root, box.scanner)}
+
+    for name in (*PROTECTED_DIRS, *PROTECTED_FILES):
+        assert name in found and not found[name].must_exist
+    assert found["deep/nested/.git"].must_exist  # what was found is guarded while it exists
+    assert found["tools/env"].must_exist and found["envs/conda"].must_exist
+    assert not found["vendor/lib/.git"].must_exist  # a submodule not checked out: a placeholder
+    assert {".husky", ".husky/_", "team.gitconfig"} <= set(found)
+
+    with box.command(["true"], spill_dir=tmp_path) as launch:
+        text = " ".join(launch.argv)
+        assert (root / "vendor" / "lib" / ".git").is_dir()
+        for pinned in ("deep", "deep/nested", "tools", "envs", "vendor", "vendor/lib"):
+            assert f"--bind {root / pinned} {root / pinned}" in text, pinned
+    assert not (root / "vendor").exists()  # placeholders and their parents go
+
+
+def test_a_git_file_pointing_inside_protects_the_git_folder_and_pins_its_parents(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "project"
+    (root / "meta").mkdir(parents=True)
+    subprocess.run(
+        ["git", "init", "-q", "--separate-git-dir", str(root / "meta" / "repo"), str(root)],
+        check=True,
+    )
+    box = Sandbox(root, Availability("bwrap", "test"))
+    with box.command(["true"], spill_dir=tmp_path) as launch:
+        text = " ".join(launch.argv)
+    assert f"--ro-bind {root}/meta/repo {root}/meta/repo" in text
+    assert f"--bind {root}/meta {root}/meta" in text
+
+
+def test_a_symlink_on_the_way_to_a_protected_path_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "project"
+    root.mkdir()
+    make_repository(root)
+    (tmp_path / "elsewhere" / "env").mkdir(parents=True)
+    (tmp_path / "elsewhere" / "env" / "pyvenv.cfg").write_text("")
+    (root / "link").symlink_to(tmp_path / "elsewhere")
+    (root / "venv").symlink_to(tmp_path / "elsewhere" / "env")
+    box = Sandbox(root, Availability("bwrap", "test"))
+    with pytest.raises(ToolError) as refused, box.command(["true"], spill_dir=tmp_path):
+        pass
+    assert "venv" in refused.value.message and "symlink" in refused.value.message
+
+
+@needs_bwrap
+async def test_commands_cannot_make_more_processes_than_the_limit(tmp_path: Path) -> None:
+    (tmp_path / "fork.py").write_text(
+        "import os, time\n"
+        "children = 0\n"
+        "while children < 2000:\n"
+        "    try:\n"
+        "        pid = os.fork()\n"
+        "    except OSError:\n"
+        "        break\n"
+        "    if pid == 0:\n"
+        "        time.sleep(60)\n"
+        "        os._exit(0)\n"
+        "    children += 1\n"
+        "print(children)\n"
+    )
+    result = await run_command(
+        f"{sys.executable} fork.py",
+        sandbox=Sandbox(tmp_path),
+        spills=Spills(tmp_path / "spill"),
+        limit=10_000,
+        timeout=60,
+    )
+    started = int(result.output.head.split()[-1])
+    assert MAX_PROCESSES // 2 < started < MAX_PROCESSES, result.output.head
+
+
+def test_the_probe_says_which_process_limit_holds() -> None:
+    reason = probe().reason
+    assert "processes" in reason
+    if os.getuid() == 0 and cgroup_parent() is None:
+        assert "NO process limit" in reason
+
+
+@needs_bwrap
+async def test_a_command_cancelled_as_it_starts_leaves_no_placeholder_behind(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "project"
+    root.mkdir()
+    box = Sandbox(root)
+    for _ in range(3):
+        running = asyncio.create_task(
+            run_command("sleep 100", sandbox=box, spills=Spills(tmp_path), limit=1000, timeout=60)
+        )
+        while not (root / ".bashrc").exists() and not running.done():
+            await asyncio.sleep(0)  # until the sandbox is being prepared
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        assert sorted(p.name for p in root.iterdir()) == []

@@ -1,4 +1,4 @@
-"""Skills wired into a session (DESIGN §5.1), through the agent core and an in-memory editor:
+"""Skills wired into a session , through the agent core and an in-memory editor:
 the system prompt lists them, a skill's tool is locked until `load_skill`, and a resumed session
 keeps what it had loaded."""
 

@@ -112,3 +112,52 @@ def test_tree_sitter_is_not_imported_until_a_check_runs() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "True"]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        ".devcontainer/devcontainer.json",
+        ".devcontainer.json",
+        "tsconfig.json",
+        "packages/web/tsconfig.build.json",
+        ".vscode/settings.json",
+        "notes.jsonc",
+        "app.code-workspace",
+    ],
+)
+def test_jsonc_files_take_comments_and_trailing_commas(path: str) -> None:
+    after = '{\n  // the image\n  "image": "python:3",\n  /* more */ "ports": [8000, 8001,],\n}\n'
+    assert language_for(path) == "jsonc"
+    assert check(path, None, after) is None
+    message = check(path, None, '{\n  "image": "python:3",,\n}\n')
+    assert message is not None
+    assert f"JSONC syntax error in {path} at line 2" in message
+
+
+def test_a_json_file_with_a_comment_is_read_as_jsonc_and_others_stay_strict() -> None:
+    assert check("package.json", '{"a": 1}\n', '{"a": 1,}\n') is not None
+    before = '{\n  // kept by the tool that reads it\n  "a": 1\n}\n'
+    assert language_for("renovate.json", before) == "jsonc"
+    assert check("renovate.json", before, before.replace('"a": 1', '"a": 1,')) is None
+
+
+def test_a_comma_inside_a_string_or_a_comment_is_left_alone() -> None:
+    assert check("x.jsonc", None, '{"a": ",}", "b": "x" /* , } */}\n') is None
+    assert check("x.jsonc", None, '{"a": [1 2]}\n') is not None
+
+
+def test_the_next_edit_of_a_large_file_is_parsed_from_the_last_tree() -> None:
+    lines = [f"def f{i}(x):\n    return x + {i}\n\n" for i in range(3000)]
+    first = "".join(lines)
+    second = first.replace("x + 1500\n", "x + 1500 + 1\n")
+    third = second.replace("x + 2000\n", "x + (2000\n")
+    syntax._TREES.clear()
+    assert check("big.py", first, second) is None
+    # The tree of `second` is kept: the next check starts from it and finds the same errors
+    # as a parse from scratch would.
+    assert syntax._TREES.get("python", second) is not None
+    incremental = check("big.py", second, third)
+    syntax._TREES.clear()
+    assert incremental is not None and incremental == check("big.py", second, third)
+    assert "at line 6002" in incremental

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from lsp_agent.errors import ToolError
-from lsp_agent.model.provider import to_anthropic
+from lsp_agent.model.anthropic import to_anthropic
 from lsp_agent.tools.todo import MAX_ITEMS, TODO_SCHEMA, Plan, TodoItem, parse_items
 from tests.test_context_history import ANTHROPIC, OPENAI
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from lsp_agent.agent.sessions import Agent
 from lsp_agent.agent.turn import FAILED
 from lsp_agent.config import Settings
-from lsp_agent.model.provider import make_provider
+from lsp_agent.model import make_provider
 from lsp_agent.session.store import SessionStore
 from lsp_agent.testing import MemoryPort
 from lsp_agent.tools.workspace import Workspace

@@ -13,115 +13,18 @@ without them the test fails, it never skips.
 
 from __future__ import annotations
 
-import os
-import sys
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
-from playwright.sync_api import Page, sync_playwright
 
+from tests import vscode_fixtures as fixtures
 from tests import vscode_harness as harness
 from tests.fake_model import ScriptedModel, reply, tool_call, tool_calls
+from tests.vscode_fixtures import VSCode, output_lines, review_button, tool_results
 
-MEDIA = harness.EXTENSION / "media"
-# Set LSP_AGENT_TEST_SCREENSHOTS=1 to refresh the README's screenshots in editors/vscode/media/.
-SAVE_MEDIA = os.environ.get("LSP_AGENT_TEST_SCREENSHOTS") == "1"
-
-
-@dataclass(frozen=True)
-class Build:
-    code_server: Path
-    vsix: Path
-
-
-@pytest.fixture(scope="module")
-def build() -> Build:
-    """The packaged extension and code-server (both cached across runs)."""
-    try:
-        return Build(code_server=harness.install_code_server(), vsix=harness.build_vsix())
-    except harness.SetupError as error:
-        pytest.fail(str(error), pytrace=False)
-
-
-@dataclass
-class VSCode:
-    server: harness.CodeServer
-    workbench: harness.Workbench
-    page: Page
-    shots: Path
-
-
-@pytest.fixture
-def vscode(
-    build: Build,
-    workspace: Path,
-    model: ScriptedModel,
-    state_dir: Path,
-    tmp_path: Path,
-    request: pytest.FixtureRequest,
-    capsys: pytest.CaptureFixture[str],
-) -> Iterator[VSCode]:
-    """code-server with the extension, configured for the scripted model, open on `workspace`.
-
-    When the test fails: a screenshot in its tmp dir, and the tail of code-server's logs."""
-    failed_before = request.session.testsfailed
-    server = harness.CodeServer(build.code_server, tmp_path / "vscode")
-    try:
-        server.install_extension(build.vsix)
-        server.settings(
-            {
-                "lspAgent.server.command": [sys.executable, "-m", "lsp_agent", "serve"],
-                "lspAgent.baseUrl": model.base_url,
-                "lspAgent.model": "test-model",
-                "lspAgent.review": "diff",
-            }
-        )
-        with harness.diagnostics(server, None, tmp_path):
-            server.start(
-                {
-                    "LSP_AGENT_STATE_DIR": str(state_dir),
-                    "PYTHONPATH": str(harness.ROOT),  # the server from this checkout
-                    "PYTHONUNBUFFERED": "1",
-                }
-            )
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(
-                executable_path=str(harness.CHROMIUM),
-                args=harness.CHROMIUM_ARGS,
-                env=server.env(),  # Chromium's own HOME and XDG dirs too
-            )
-            try:
-                page = browser.new_page(viewport=harness.VIEWPORT)
-                workbench = harness.Workbench(page)
-                with harness.diagnostics(server, workbench, tmp_path):
-                    workbench.open(server.url, workspace)
-                yield VSCode(server, workbench, page, tmp_path)
-                if request.session.testsfailed > failed_before:
-                    with capsys.disabled():
-                        harness.report_failure(server, workbench, tmp_path)
-            finally:
-                browser.close()
-    finally:
-        strays = server.stop()
-    assert not strays, f"processes left code-server's process group: {strays}"
-
-
-def tool_results(request: dict[str, Any]) -> list[str]:
-    """The tool results the model was shown in one request, in order."""
-    return [m["content"] for m in request["messages"] if m["role"] == "tool"]
-
-
-def output_lines(page: Page) -> Any:
-    """The text lines of the editor in the Output panel."""
-    return page.locator(".part.panel .output-view .monaco-editor .view-lines")
-
-
-def review_button(page: Page, name: str) -> Any:
-    """An action in the editor title of the diff review, by its accessible name."""
-    return page.locator(f'.editor-actions .action-label[aria-label^="{name}"]').first
+# The fixtures every VS Code test module uses (pytest finds them as module attributes).
+build, vscode = fixtures.build, fixtures.vscode
+extra_settings, extra_env = fixtures.extra_settings, fixtures.extra_env
 
 
 @pytest.mark.timeout(900)  # the first test also builds the extension and installs code-server
@@ -186,10 +89,7 @@ def test_ask_streams_the_answer_and_the_user_accepts_one_edit_and_rejects_anothe
     *_, after_reject = tool_results(model.requests[3])
     assert "rejected" in after_reject and "keep the timeout at 30 seconds" in after_reject
 
-    if SAVE_MEDIA:
-        MEDIA.mkdir(exist_ok=True)
-        for shot in (review, output):
-            (MEDIA / shot.name).write_bytes(shot.read_bytes())
+    vscode.save_media(review, output)
 
 
 LIMITS = [

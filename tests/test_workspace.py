@@ -12,8 +12,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from lsp_agent.errors import ToolError
+from lsp_agent.safety.protected import off_limits
 from lsp_agent.tools import workspace
-from lsp_agent.tools.workspace import Workspace, protected_component
+from lsp_agent.tools.workspace import Workspace
 
 
 @pytest.fixture
@@ -372,7 +373,7 @@ def test_resolve_never_returns_a_path_outside_or_protected(maze: Path, path: str
         return
     assert resolved == resolved.resolve()
     assert resolved.is_relative_to(ws.root)
-    assert not any(protected_component(part) for part in resolved.relative_to(ws.root).parts)
+    assert not any(off_limits(part) for part in resolved.relative_to(ws.root).parts)
 
 
 @settings(max_examples=400, deadline=None)

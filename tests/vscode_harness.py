@@ -367,6 +367,17 @@ class CodeServer:
                 found.append((int(entry.name), command.strip()))
         return found
 
+    def output_channel(self, name: str) -> str:
+        """The text of the output channel `name` as the extension wrote it ('' before it exists).
+
+        VS Code backs each output channel with a file in the extension host's log folder
+        (`exthost*/output_logging_*/<n>-<name>.log`): what the extension appended, byte for byte,
+        whatever the panel shows or scrolls."""
+        for path in sorted((self.user_data / "logs").glob("*/exthost*/output_logging_*/*.log")):
+            if path.name.split("-", 1)[-1] == f"{name}.log":
+                return path.read_text(encoding="utf-8", errors="replace")
+        return ""
+
     def log_tail(self, lines: int = 50) -> str:
         """The end of code-server's log and of the logs VS Code wrote (extension host, output
         channels), less the built-in Git extensions' chatter."""
@@ -434,6 +445,19 @@ class Workbench:
         box.fill(text)
         self.page.keyboard.press("Enter")
         widget.wait_for(state="hidden")
+
+    def notification(self, text: str) -> Any:
+        """The notification toast whose message contains `text`."""
+        return self.page.locator(".notifications-toasts .notification-toast").filter(has_text=text)
+
+    def notification_button(self, text: str, button: str) -> Any:
+        """A button of the notification toast whose message contains `text`."""
+        name = re.compile(f"^{re.escape(button)}$")
+        return self.notification(text).locator(".monaco-button", has_text=name)
+
+    def status_item(self, text: str) -> Any:
+        """A status bar item whose text contains `text`."""
+        return self.page.locator(".part.statusbar .statusbar-item", has_text=text)
 
     def screenshot(self, path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -15,21 +15,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lsp_agent.agent.conversation import Selection, Session, TurnResult
+from lsp_agent.agent.conversation import Selection, Session, TurnResult, cost, used
+from lsp_agent.agent.history import conversation
 from lsp_agent.agent.instructions import Instructions, fingerprint, read_instructions
 from lsp_agent.agent.prompt import system_prompt
 from lsp_agent.agent.turn import Turn
+from lsp_agent.agent.undo import plan_undo, undoable_turns
 from lsp_agent.config import Settings, require_model
-from lsp_agent.context.reminder import FileChangeSource, GitStatusChanges
+from lsp_agent.context.reminder import FileChangeSource
 from lsp_agent.context.tokens import TokenMeter, request_bytes
 from lsp_agent.context.view import ContextState, build_request, restore_state
 from lsp_agent.errors import UserError
-from lsp_agent.model.provider import Provider, estimate_tokens, make_provider
-from lsp_agent.port import Document, EditorPort
+from lsp_agent.messages import Usage, estimate_tokens
+from lsp_agent.model import Provider, make_provider
+from lsp_agent.port import Document, EditorPort, FileChange
 from lsp_agent.safety.sandbox import Sandbox
 from lsp_agent.session.store import SessionStore
 from lsp_agent.session.transcript import Transcript
 from lsp_agent.tools.belt import NEVER_LOCKED, TOOL_SCHEMAS, Toolbox, editor_view
+from lsp_agent.tools.propose import Planned
+from lsp_agent.tools.results import EditCounts
 from lsp_agent.tools.skills import SkillLocks, discover, prompt_section
 from lsp_agent.tools.stats import EditStats
 from lsp_agent.tools.todo import Plan
@@ -79,8 +84,16 @@ class Agent:
         """Where every session's commands run (the probe runs on first use)."""
         self.auto_approve = frozenset(auto_approve)
         """Tools whose permission questions are answered Allow (the CLI's --yes flags)."""
-        self.tracker = tracker
-        """The workspace's change tracker (the server's); None: `git status` between turns."""
+        self._own_tracker = tracker is None
+        """Whether the tracker is this agent's to stop."""
+        if tracker is None:
+            from lsp_agent.changes.tracker import ChangeTracker
+
+            # Nobody watches for this agent (the terminal's one-turn run, tests): a tracker
+            # without watcher compares once a turn, started on first use.
+            tracker = ChangeTracker(workspace.root, observer="none", log_line=port.log)
+        self.tracker: ChangeTracker = tracker
+        """The workspace's change tracker (the server's, or one of its own without watcher)."""
         try:
             home: Path | None = Path.home()
         except RuntimeError:  # no home directory to speak of (HOME unset, unknown user)
@@ -114,6 +127,8 @@ class Agent:
         await asyncio.gather(*tasks, return_exceptions=True)
         if self._provider is not None:
             await self._provider.aclose()
+        if self._own_tracker:
+            await self.tracker.stop()
 
     def new_session(self) -> Session:
         """Start a conversation with a fresh transcript and a system prompt fixed for its life."""
@@ -219,6 +234,7 @@ class Agent:
             meter,
             stored.state,
             turns=transcript.turns,
+            usage=used(stored.records),
         )
         session.instructions = stored.instructions
         toolbox.edit_stats = EditStats.from_events(stored.records)
@@ -282,15 +298,117 @@ class Agent:
 
     def status(self) -> list[dict[str, Any]]:
         """Per-session figures for `lspAgent.status`."""
-        return [
-            {
-                "session": s.id,
-                "running": s.running,
-                **s.meter.status(),
-                "turns": s.turns,
+        listed = []
+        for s in self.sessions.values():
+            usage: dict[str, float] = {
+                "inputTokens": s.usage.prompt_tokens,
+                "cachedInputTokens": s.usage.cached_tokens or 0,
+                "outputTokens": s.usage.completion_tokens,
             }
-            for s in self.sessions.values()
-        ]
+            spent = cost(s.usage, self.settings.prices)
+            if spent is not None:
+                usage["cost"] = spent
+            listed.append(
+                {
+                    "session": s.id,
+                    "running": s.running,
+                    **s.meter.status(),
+                    "contextWindow": self.settings.context_window,
+                    "usage": usage,
+                    "turns": s.turns,
+                }
+            )
+        return listed
+
+    async def history(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's conversation as displayable items, read from its transcript."""
+        transcript = (await self._loaded(session_id)).transcript
+        items = conversation(await asyncio.to_thread(transcript.records))
+        for item in items:
+            if item["type"] == "usage":
+                used = Usage(
+                    item["inputTokens"], item["outputTokens"], item["cachedTokens"], estimated=False
+                )
+                spent = cost(used, self.settings.prices)
+                if spent is not None:
+                    item["cost"] = spent
+        return items
+
+    async def undo_turn(
+        self, session_id: str, turn: int | None = None, mode: str | None = None
+    ) -> dict[str, Any]:
+        """Propose one edit that restores what a turn's accepted edits changed (the session's
+        last such turn by default), merged onto what changed since; the model hears of it."""
+        session = await self._loaded(session_id)
+        if session.running:
+            raise UserError(
+                f"session {session.id} is running a turn: wait for it to end, or cancel it"
+            )
+        records = await asyncio.to_thread(session.transcript.records)
+        turns = undoable_turns(records)
+        if turn is None and not turns:
+            raise UserError(f"nothing to undo: no turn of session {session.id} has accepted edits")
+        if turn is None:
+            turn = turns[-1]
+        elif turn not in turns:
+            listed = ", ".join(map(str, turns)) or "none"
+            raise UserError(
+                f"turn {turn} has no accepted edits to undo (turns with edits: {listed})"
+            )
+        proposer = session.toolbox.edits.proposer
+        current: dict[str, Document | None] = {}
+        for record in records:
+            if record.get("kind") == "applied" and record.get("turn") == turn:
+                rel = str(record.get("path"))
+                if rel not in current:
+                    path = self.workspace.resolve(rel, for_write=True)
+                    current[rel] = await proposer.current(path)
+        plan = plan_undo(records, turn, lambda rel: _text(current.get(rel)))
+        refused = [{"path": r.path, "why": r.why} for r in plan.refused]
+        answer: dict[str, Any] = {"turn": turn, "files": [f.path for f in plan.files]}
+        if not plan.files:
+            return {**answer, "proposed": False, "applied": False, "refused": refused}
+        planned = []
+        for undo in plan.files:
+            document = current.get(undo.path)
+            change = FileChange(
+                self.workspace.resolve(undo.path, for_write=True),
+                undo.current,
+                undo.restored,
+                document.version if document is not None else None,
+                document.bom if document is not None else False,
+            )
+            planned.append(Planned(undo.path, change))
+        names = ", ".join(answer["files"])
+        result = await proposer.propose(
+            planned,
+            description=f"undo turn {turn}",
+            done=f"undone: turn {turn} ({names})",
+            summary=f"undid turn {turn}",
+            review=(mode or self.settings.mode) == "review",
+            counts=EditCounts(),
+        )
+        if result.ok:
+            for item in planned:
+                session.toolbox.reads.forget(item.change.path, f"the user undid turn {turn}")
+            session.transcript.append(
+                {
+                    "type": "event",
+                    "kind": "undo",
+                    "turn": session.turns,
+                    "undid": turn,
+                    "files": answer["files"],
+                }
+            )
+            session.notes.append(
+                f"The user undid turn {turn}: {names} are back to what they were before it "
+                "(with the user's later changes kept). Read them again before editing them."
+            )
+        return {**answer, "proposed": True, "applied": result.ok, "refused": refused}
+
+    async def _loaded(self, session_id: str) -> Session:
+        await self.load(session_id)
+        return self.session(session_id)
 
     def _toolbox(self, session_id: str) -> Toolbox:
         """A session's toolbox, with the skills found now (once per session)."""
@@ -307,15 +425,17 @@ class Agent:
         )
 
     def _changes(self, session_id: str) -> FileChangeSource:
-        if self.tracker is not None:
-            from lsp_agent.changes.tracker import SessionChanges
+        from lsp_agent.changes.session import SessionChanges
 
-            return SessionChanges(self.tracker, session_id)
-        return GitStatusChanges(self.workspace.root)
+        return SessionChanges(self.tracker, session_id)
 
     def _redact(self, transcript: Transcript) -> None:
         if self.settings.api_key:
             transcript.redact(self.settings.api_key)
+
+
+def _text(document: Document | None) -> str | None:
+    return document.text if document is not None else None
 
 
 def _instructions_of(records: list[dict[str, Any]], root: Path, home: Path | None) -> Instructions:

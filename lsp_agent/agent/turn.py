@@ -19,17 +19,20 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from lsp_agent.agent.conversation import Selection, Session, TurnResult
+from lsp_agent.agent.conversation import Selection, Session, TurnResult, added, cost
+from lsp_agent.agent.history import RESULT_CHARS
 from lsp_agent.agent.instructions import changed_note
 from lsp_agent.config import Settings
 from lsp_agent.context.layers import ContextEvent, before_call, end_of_turn
 from lsp_agent.context.reminder import reminder_message
 from lsp_agent.context.view import build_request
-from lsp_agent.model.provider import TOOL_MODELS, Provider, ProviderError, Reply, ToolCall, Usage
+from lsp_agent.messages import Reply, ToolCall, Usage, estimate_tokens
+from lsp_agent.model import TOOL_MODELS, Provider, ProviderError
 from lsp_agent.port import EditorPort
 from lsp_agent.tools.belt import TurnState
-from lsp_agent.tools.results import EditCounts, ToolResult
+from lsp_agent.tools.results import EditCounts, Landed, ToolResult
 from lsp_agent.tools.textcalls import looks_like_tool_call, text_tool_call
+from lsp_agent.tools.todo import render_plan
 from lsp_agent.tools.workspace import Workspace
 
 
@@ -50,6 +53,9 @@ COMPLETED = "completed"
 CANCELLED = "cancelled"
 FAILED = "failed"
 MAX_TURNS = "max_turns"
+
+BIG_MESSAGE_CHARS = 256_000
+"""A reply longer than this is stored off the event loop."""
 
 IMITATIONS_ALLOWED = 1
 """Replies that imitate a tool call in text (and are not one) the model is corrected for in a
@@ -103,11 +109,25 @@ class Turn:
         """Tool calls of the last reply not yet answered in the history."""
         self.imitations = 0
         """Replies so far that imitated a tool call in text."""
+        self._asked: dict[str, str] = {}
+        """The text of each open question, by id."""
 
     def emit(self, kind: str, **fields: Any) -> None:
         """One step of the turn, for the editor (`lspAgent/event`)."""
         event = {"session": self.session.id, "turn": self.number, "kind": kind, **fields}
         self.agent.port.emit(event)
+        if kind == "question":
+            self._record_question(fields)
+
+    def _record_question(self, fields: dict[str, Any]) -> None:
+        """Questions go to the transcript when they close, with the text that was asked."""
+        if fields.get("state") == "open":
+            self._asked[str(fields.get("id"))] = str(fields.get("text", ""))
+            return
+        text = self._asked.pop(str(fields.get("id")), "")
+        self.session.transcript.append(
+            {"type": "event", "kind": "question", "turn": self.number, **fields, "text": text}
+        )
 
     async def run(self) -> TurnResult:
         """Run the turn to its end; never raises (a cancel, too, ends with a result)."""
@@ -115,7 +135,9 @@ class Turn:
         status, error = COMPLETED, None
         try:
             self._announce()
-            session.append({"role": "user", "content": self._user_text()})
+            message = {"role": "user", "content": self._user_text()}
+            self._check_fits(message)
+            session.append(message)
             for _ in range(self.agent.settings.max_turns):
                 await self.step()
             await self._decide(end_of_turn)
@@ -156,7 +178,12 @@ class Turn:
         if not reply.tool_calls and reply.text:
             reply = self._text_call(reply, schemas)
         self.pending = list(reply.tool_calls)
-        session.append(reply.message())
+        message = reply.message()
+        if len(reply.text) > BIG_MESSAGE_CHARS:
+            # Encoding and writing megabytes would hold the loop: the editor waits meanwhile.
+            await asyncio.to_thread(session.append, message)
+        else:
+            session.append(message)
         if reply.text:
             self.answer = reply.text
         if not reply.tool_calls and _imitates_a_call(reply.text, schemas):
@@ -182,11 +209,13 @@ class Turn:
         note = await asyncio.to_thread(
             changed_note, session.instructions, agent.workspace.root, agent.home
         )
+        notes = [*session.notes, *([note] if note else [])]
+        session.notes.clear()  # told once
         reminder = await reminder_message(
             agent.workspace.root,
-            todos=session.plan.items,
+            plan=render_plan(session.plan.items),
             file_changes=await session.changes.changes(),
-            notes=[note] if note else [],
+            notes=notes,
         )
 
         def on_text(chunk: str) -> None:
@@ -215,9 +244,32 @@ class Turn:
             result = ToolResult(text=text, ok=False, summary=text[:200], reason="crash")
         if result.permission is not None:
             self.emit("permission", **result.permission)
-        self.emit("toolResult", name=call.name, ok=result.ok, summary=result.summary)
+        # The text the model got, as `lspAgent.history` gives it: a chat shows the same details
+        # live and after a restart (an edit's per-hunk outcome, a command's output).
+        self.emit(
+            "toolResult",
+            name=call.name,
+            ok=result.ok,
+            summary=result.summary,
+            result=result.text[:RESULT_CHARS],
+        )
         for path, applied in result.edits:
             self.emit("edit", uri=path.as_uri(), applied=applied)
+        transcript = self.session.transcript
+        transcript.append(
+            {
+                "type": "event",
+                "kind": "tool",
+                "turn": self.number,
+                "id": call.id,
+                "name": call.name,
+                "ok": result.ok,
+                "summary": result.summary,
+                "permission": result.permission,
+            }
+        )
+        for landed in result.landed:
+            transcript.append(_applied_record(self.number, self.agent.workspace, landed))
         self.session.append(_tool_message(call, result.text))
 
     async def _decide(self, point: Callable[..., Any]) -> None:
@@ -245,6 +297,22 @@ class Turn:
             self.session.transcript.append(event.record())
             self.emit("compaction", **event.notification())
 
+    def _check_fits(self, message: dict[str, Any]) -> None:
+        """Refuse a prompt (with its selection) too large for the model's window before it is
+        stored: once stored, every later request of the session would carry it."""
+        settings = self.agent.settings
+        room = int(settings.context_window * settings.compact_at)
+        used = self.session.meter.context_tokens
+        needed = estimate_tokens(json.dumps(message))
+        if used + needed > room:
+            raise TurnEnded(
+                FAILED,
+                f"the question is about {needed} tokens (with the selection) and the model's "
+                f"window leaves room for {max(room - used, 0)} (lspAgent.contextWindow = "
+                f"{settings.context_window}): ask about less text, or select a smaller part. "
+                "Nothing was stored: the session goes on as it was.",
+            )
+
     def _announce(self) -> None:
         """The turn's first event: what it answers, and whether it continues a conversation."""
         earlier = self.number - 1
@@ -257,6 +325,22 @@ class Turn:
         self.emit(
             "start", prompt=self.prompt, continuing=bool(earlier), turns=earlier, message=message
         )
+        selection = self.selection
+        self.session.transcript.append(
+            {
+                "type": "event",
+                "kind": "prompt",
+                "turn": self.number,
+                "prompt": self.prompt,
+                "selection": {
+                    "path": self.agent.workspace.relative(selection.path),
+                    "startLine": selection.start_line,
+                    "endLine": selection.end_line,
+                }
+                if selection is not None
+                else None,
+            }
+        )
 
     def _measure(self, usage: Usage) -> None:
         session, settings = self.session, self.agent.settings
@@ -265,12 +349,15 @@ class Turn:
             {
                 "type": "event",
                 "kind": "usage",
+                "turn": self.number,
                 "prompt_tokens": usage.prompt_tokens,
                 "completion_tokens": usage.completion_tokens,
                 "cached_tokens": usage.cached_tokens,
                 "estimated": usage.estimated,
             }
         )
+        session.usage = added(session.usage, usage)
+        spent = cost(usage, settings.prices)
         self.emit(
             "usage",
             inputTokens=usage.prompt_tokens,
@@ -278,6 +365,7 @@ class Turn:
             outputTokens=usage.completion_tokens,
             contextTokens=session.meter.context_tokens,
             contextWindow=settings.context_window,
+            **({"cost": spent} if spent is not None else {}),
         )
 
     def _close_pending(self, why: str) -> None:
@@ -343,6 +431,26 @@ class Turn:
 def _imitates_a_call(text: str, schemas: list[dict[str, Any]]) -> bool:
     names = [schema["function"]["name"] for schema in schemas]
     return bool(text) and looks_like_tool_call(text, names)
+
+
+KEPT_TEXT_CHARS = 2_000_000
+"""A file whose texts (before and after an edit) are longer is not kept for undoing the turn."""
+
+
+def _applied_record(turn: int, workspace: Workspace, landed: Landed) -> dict[str, Any]:
+    """The transcript event of one file an accepted edit changed (what `undoTurn` reads)."""
+    record: dict[str, Any] = {
+        "type": "event",
+        "kind": "applied",
+        "turn": turn,
+        "path": workspace.relative(landed.path),
+    }
+    size = len(landed.before or "") + len(landed.after or "")
+    if size > KEPT_TEXT_CHARS:
+        record["kept"] = False
+    else:
+        record.update(before=landed.before, after=landed.after)
+    return record
 
 
 def _tool_message(call: ToolCall, text: str) -> dict[str, Any]:

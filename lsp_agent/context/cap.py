@@ -1,4 +1,4 @@
-"""Cap on arrival (DESIGN §7 layer 1): a long tool result keeps its head and tail inline.
+"""Cap on arrival (the first context layer): a long tool result keeps its head and tail inline.
 
 The whole text goes to a spill file, and the inline note says where it is, how much was cut, and
 how to page it. Spill files live in a private folder outside the workspace (nothing for git, the
@@ -6,7 +6,8 @@ file watcher or the editor to see), which the sandbox binds read-only so that a 
 them; they are deleted when the turn ends.
 
 Command output is capped as it streams (`SpillStream`), so a 100 MB flood never sits in memory:
-only the head, the tail and one read buffer do.
+only the head, the tail and one read buffer do. A spill file keeps at most `MAX_SPILL_BYTES` of
+it (the tail stays in the result): a command cannot fill the host's temporary folder.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from pathlib import Path
 from typing import BinaryIO
 
 from lsp_agent.safety.untrusted import mark_untrusted
+
+MAX_SPILL_BYTES = 32 * 1024 * 1024
+"""A spill file holds at most this much of a command's output; the rest is counted, not kept."""
 
 # ANSI colour and cursor sequences carry nothing the model can use.
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
@@ -40,14 +44,21 @@ class Excerpt:
     """The spill file holding the whole result; None when nothing was cut."""
     cut: int = 0
     """How much of the whole is not shown inline (in `unit`)."""
+    kept: int | None = None
+    """How much the spill file holds when it could not hold the whole (`MAX_SPILL_BYTES`)."""
 
     def note(self) -> str:
         """The inline note that replaces the middle: where the whole is and how to page it."""
         assert self.spill is not None
+        where = f"The whole output is in {self.spill}"
+        if self.kept is not None:
+            where = (
+                f"The first {self.kept:,} {self.unit} of the output are in {self.spill} (the rest "
+                "was too large to keep)"
+            )
         return (
-            f"[… {self.cut:,} of {self.total:,} {self.unit} cut here. The whole output is in "
-            f"{self.spill}: page it with bash (head -n, tail -n, sed -n '200,300p', grep -n). "
-            "It is deleted when this turn ends.]"
+            f"[… {self.cut:,} of {self.total:,} {self.unit} cut here. {where}: page it with bash "
+            "(head -n, tail -n, sed -n '200,300p', grep -n). It is deleted when this turn ends.]"
         )
 
 
@@ -144,6 +155,8 @@ class SpillStream:
         self._total = 0
         self._file: BinaryIO | None = None
         self._path: Path | None = None
+        self._written = 0
+        """Bytes in the spill file (at most `MAX_SPILL_BYTES`)."""
 
     @property
     def total(self) -> int:
@@ -161,14 +174,21 @@ class SpillStream:
             self._path = self._spills.new_path(self._name)
             fd = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             self._file = os.fdopen(fd, "wb")
-            self._file.write(self._buffer)
+            self._spill(bytes(self._buffer))
             self._tail = self._buffer[-self._tail_bytes :]
             del self._buffer[self._head_bytes :]
             return
-        self._file.write(chunk)
+        self._spill(chunk)
         self._tail += chunk
         if len(self._tail) > 2 * self._tail_bytes:
             del self._tail[: len(self._tail) - self._tail_bytes]
+
+    def _spill(self, data: bytes) -> None:
+        assert self._file is not None
+        room = MAX_SPILL_BYTES - self._written
+        if room > 0:
+            self._file.write(data[:room])
+            self._written += min(room, len(data))
 
     def finish(self) -> Excerpt:
         """Close the spill file, and say what to show inline."""
@@ -185,6 +205,7 @@ class SpillStream:
             "bytes",
             self._path,
             self._total - len(head) - len(tail),
+            self._written if self._written < self._total else None,
         )
 
     def close(self) -> None:

@@ -21,7 +21,8 @@ from typing import Any
 
 from lsp_agent.context.tokens import Message, message_bytes
 from lsp_agent.context.view import View, note_message
-from lsp_agent.model.provider import Provider, ProviderError, estimate_tokens
+from lsp_agent.messages import estimate_tokens
+from lsp_agent.model import Provider, ProviderError
 
 NOTE_SECTIONS = ("Goal", "What happened", "Files", "State", "Next")
 """The headings of a hand-off note, in order."""

@@ -20,7 +20,7 @@ from lsp_agent.config import Settings
 from lsp_agent.context.compact import Compact
 from lsp_agent.context.tokens import Message, TokenMeter, message_bytes
 from lsp_agent.context.view import EVENT_KIND, ContextState, View, dropped
-from lsp_agent.model.provider import Provider
+from lsp_agent.model import Provider
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ class ContextEvent:
     point: Point
 
     def notification(self) -> dict[str, Any]:
-        """The fields of the `lspAgent/event` of kind `compaction` (DESIGN §3)."""
+        """The fields of the `lspAgent/event` of kind `compaction` (docs/protocol.md, Events)."""
         return {"strategy": self.strategy, "before": self.before, "after": self.after}
 
     def record(self) -> dict[str, Any]:

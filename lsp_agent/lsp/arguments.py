@@ -1,4 +1,4 @@
-"""Checking the argument object of each `lspAgent.*` command (DESIGN §3).
+"""Checking the argument object of each `lspAgent.*` command (docs/protocol.md, Commands).
 
 Unknown keys are ignored; a wrong type or a missing key is an `ArgumentError` whose message names
 the key, which the server sends back as a JSON-RPC "invalid params" error.
@@ -41,6 +41,18 @@ class AskArguments:
     """The selection in `uri`, in the negotiated position encoding."""
     mode: str | None = None
     """`review` (the editor asks before applying) or `auto`; the `mode` setting when omitted."""
+    folder: str | None = None
+    """The workspace folder to run in (a URI), when the editor has several open."""
+
+
+@dataclass(frozen=True)
+class UndoArguments:
+    """`lspAgent.undoTurn`."""
+
+    session: str
+    turn: int | None = None
+    """The turn to undo; the session's last turn with accepted edits when omitted."""
+    mode: str | None = None
 
 
 @dataclass(frozen=True)
@@ -52,13 +64,15 @@ class ClientOptions:
     an unknown method)."""
     shows_answers: bool = False
     """It shows answers and progress itself: no `window/showMessage` with the answer."""
-    setting_name: str = "%s"
+    setting_name: str = "lspAgent.%s"
     """How a setting is named to this client's user, `%s` standing for the key (`lspAgent.%s`
-    in VS Code, `setup({ settings = { %s = … } })` in the Neovim plugin)."""
+    in VS Code and plain clients, `setup({ settings = { %s = … } })` in the Neovim plugin)."""
 
     def setting(self, key: str) -> str:
         """The setting `key` in the words of this client's user."""
-        return self.setting_name.replace("%s", key) if "%s" in self.setting_name else key
+        if "%s" not in self.setting_name:
+            return f"lspAgent.{key}"
+        return self.setting_name.replace("%s", key)
 
 
 def client_options(raw: Any) -> ClientOptions:
@@ -69,7 +83,7 @@ def client_options(raw: Any) -> ClientOptions:
     return ClientOptions(
         events=raw.get("events") is True,
         shows_answers=raw.get("showsAnswers") is True,
-        setting_name=name if isinstance(name, str) and name.strip() else "%s",
+        setting_name=name if isinstance(name, str) and name.strip() else "lspAgent.%s",
     )
 
 
@@ -85,23 +99,59 @@ def single_object(command: str, arguments: Sequence[Any]) -> dict[str, Any]:
     return arguments[0]
 
 
-def ask_arguments(arguments: Sequence[Any]) -> AskArguments:
-    """Check `lspAgent.ask`'s argument object."""
-    raw = single_object("lspAgent.ask", arguments)
+ASK_SHAPE = (
+    'the prompt as a string, or one object {"prompt": "...", "session"?, "uri"?, "range"?, '
+    '"mode"?, "folder"?}'
+)
+
+
+def ask_arguments(command: str, arguments: Sequence[Any]) -> AskArguments:
+    """Check the arguments of `lspAgent.ask` / `lspAgent.start`: an object, or the prompt as
+    one or several strings (clients that cannot send an object: several strings are words)."""
+    if arguments and all(isinstance(item, str) for item in arguments):
+        raw: dict[str, Any] = {"prompt": " ".join(arguments)}
+    elif len(arguments) == 1 and isinstance(arguments[0], dict):
+        raw = arguments[0]
+    elif not arguments:
+        raise ArgumentError(f"missing key 'prompt': {command} takes {ASK_SHAPE}")
+    else:
+        raise ArgumentError(f"{command} takes {ASK_SHAPE}")
     prompt = _string(raw, "prompt", required=True)
     assert prompt is not None
     if not prompt.strip():
         raise ArgumentError("prompt must not be empty: say what the agent should do")
-    mode = _string(raw, "mode")
-    if mode is not None and mode not in ("review", "auto"):
-        raise ArgumentError(f'mode must be "review" or "auto", not {mode!r}')
+    mode = _mode(raw)
     uri = _string(raw, "uri")
     selection = None
     if raw.get("range") is not None:
         if uri is None:
             raise ArgumentError("range needs uri: say which document the range is in")
         selection = _range(raw["range"], "range")
-    return AskArguments(prompt, _string(raw, "session"), uri, selection, mode)
+    folder = _string(raw, "folder")
+    return AskArguments(prompt, _string(raw, "session"), uri, selection, mode, folder)
+
+
+def undo_arguments(arguments: Sequence[Any]) -> UndoArguments:
+    """Check `lspAgent.undoTurn`'s argument object."""
+    raw = single_object("lspAgent.undoTurn", arguments)
+    session = _string(raw, "session", required=True)
+    assert session is not None
+    turn = raw.get("turn")
+    if turn is not None and (isinstance(turn, bool) or not isinstance(turn, int) or turn < 1):
+        raise ArgumentError("turn must be a whole number from 1, the turn to undo")
+    return UndoArguments(session, turn, _mode(raw))
+
+
+def folder_argument(command: str, arguments: Sequence[Any]) -> str | None:
+    """The `folder` key of the commands that act on one workspace folder."""
+    return _string(single_object(command, arguments), "folder")
+
+
+def _mode(raw: dict[str, Any]) -> str | None:
+    mode = _string(raw, "mode")
+    if mode is not None and mode not in ("review", "auto"):
+        raise ArgumentError(f'mode must be "review" or "auto", not {mode!r}')
+    return mode
 
 
 def session_argument(command: str, arguments: Sequence[Any], *, required: bool) -> str | None:

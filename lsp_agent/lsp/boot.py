@@ -1,11 +1,11 @@
 """`lsp-agent serve` on stdio: answer `initialize` before pygls is even imported.
 
-DESIGN §8 wants `initialize` answered within 0.5 s of the process starting, and importing
-lsprotocol (every LSP type is an attrs class) alone takes 0.35–0.5 s on a 2-core machine; pygls
-cannot start without it. So this module, which needs only the standard library, starts importing
-the server in a thread, reads the editor's first message itself and, when it is an `initialize`
-it can answer exactly as pygls would, answers at once. Then it hands the connection to pygls
-unchanged:
+Editors wait for `initialize` (our target: answered within 0.5 s of the process starting), and
+importing lsprotocol (every LSP type is an attrs class) alone takes 0.35–0.5 s on a 2-core
+machine; pygls cannot start without it. So this module, which needs only the standard library,
+starts importing the server in a thread, reads the editor's first message itself and, when it is
+an `initialize` it can answer exactly as pygls would, answers at once. Then it hands the
+connection to pygls unchanged:
 
 - pygls reads the same bytes: the first message is replayed ahead of the rest of stdin, so pygls
   processes `initialize` too (workspace, client capabilities, our INITIALIZE feature);
@@ -35,10 +35,11 @@ from typing import Any, BinaryIO
 
 from lsp_agent import __version__
 from lsp_agent.lsp import names
+from lsp_agent.lsp.framing import MAX_BODY_BYTES
 
 log = logging.getLogger(__name__)
 
-SERVER_MODULE = "lsp_agent.lsp.server"
+SERVER_MODULE = "lsp_agent.lsp.app"
 
 # pygls' stdio reader accepts exactly this header line (`pygls.io_.run_async`); a message framed
 # any other way goes to pygls untouched, so it is handled as pygls always handled it.
@@ -52,6 +53,9 @@ POSITION_ENCODINGS = ("utf-8", "utf-16", "utf-32")
 """The encodings pygls supports, the first of the client's that is one of them wins."""
 
 TRACE_VALUES = ("off", "messages", "verbose")
+
+CODE_ACTION_KINDS = ("quickfix", "refactor")
+"""What `server.CODE_ACTION_KINDS` registers, as pygls writes it (tests/test_boot.py checks)."""
 
 
 def serve_stdio() -> int:
@@ -70,10 +74,10 @@ def serve_stdio() -> int:
         stdout.flush()
         writer = io.BufferedWriter(DropResponse(stdout, response))
     importer.join()
+    from lsp_agent.lsp.app import create_server  # re-raises here if the thread's import failed
     from lsp_agent.lsp.connection import serve
-    from lsp_agent.lsp.server import create_server  # re-raises here if the thread's import failed
 
-    return serve(create_server(), replay(consumed, stdin), writer)
+    return serve(create_server(), stdin, writer, head=consumed)
 
 
 def _import_server() -> None:
@@ -108,8 +112,8 @@ def read_first_message(stream: BinaryIO) -> tuple[bytes, Any]:
             if length:
                 return bytes(consumed), None
             length = int(match.group(1))
-    if not length:
-        return bytes(consumed), None
+    if not length or length > MAX_BODY_BYTES:
+        return bytes(consumed), None  # the connection's reader refuses it, and reads on
     body = stream.read(length)
     consumed += body
     if len(body) != length:
@@ -153,6 +157,7 @@ def initialize_response(message: Any) -> dict[str, Any] | None:
             "capabilities": {
                 "positionEncoding": encoding,
                 "textDocumentSync": text_document_sync,
+                "codeActionProvider": {"codeActionKinds": list(CODE_ACTION_KINDS)},
                 "executeCommandProvider": {"commands": list(names.COMMANDS)},
                 "workspace": {
                     "workspaceFolders": {"supported": True, "changeNotifications": True},
@@ -251,32 +256,6 @@ def _synchronization(capabilities: dict[str, Any]) -> dict[str, Any] | None:
         if synchronization.get(key) is not None and not isinstance(synchronization[key], bool):
             return None
     return synchronization
-
-
-def replay(head: bytes, rest: BinaryIO) -> io.BufferedReader:
-    """A stream that yields `head`, then everything `rest` yields."""
-    return io.BufferedReader(_Replay(head, rest))
-
-
-class _Replay(io.RawIOBase):
-    def __init__(self, head: bytes, rest: BinaryIO) -> None:
-        self.head = head
-        self.rest = rest
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        view = memoryview(buffer).cast("B")
-        if self.head:
-            chunk, self.head = self.head[: len(view)], self.head[len(view) :]
-        else:
-            # read1: whatever is available (at most one read of the pipe), so a short message
-            # is not held back waiting for more.
-            read1 = getattr(self.rest, "read1", self.rest.read)
-            chunk = read1(len(view))
-        view[: len(chunk)] = chunk
-        return len(chunk)
 
 
 class DropResponse(io.RawIOBase):

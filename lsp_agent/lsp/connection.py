@@ -22,15 +22,25 @@ import contextlib
 import json
 import logging
 import os
+import select
 import sys
 import threading
 from collections.abc import Callable
 from typing import Any, BinaryIO, NoReturn, Protocol
 
+from lsp_agent.lsp.framing import FrameParser, Garbage
+
 log = logging.getLogger(__name__)
 
 EXIT_GRACE_S = 2.0
 """Once the editor has left: how long cleanup may take before the process ends regardless."""
+
+STALL_S = 0.5
+"""Silence in the middle of a body after which a body that already holds the next message's
+headers is cut there (its announced length was too large, and the editor waits for an answer)."""
+
+SWITCH_INTERVAL_S = 0.001
+"""How often a thread may take the interpreter from another (CPython's default is 5 ms)."""
 
 CLEANUP_SHARE = 0.6
 """The share of the grace the server's own cleanup gets; the rest is for the loop's leftovers."""
@@ -69,17 +79,20 @@ class Endpoint(Protocol):
         ...
 
 
-def serve(server: Endpoint, reader: BinaryIO, writer: BinaryIO) -> int:
+def serve(server: Endpoint, reader: BinaryIO, writer: BinaryIO, head: bytes = b"") -> int:
     """Serve one connection until `exit` or the end of input; returns the exit code.
 
     The caller ends the process with `end_process(code)`: threads blocked on the editor's pipe
     cannot be interrupted, and must not be waited for.
     """
     server.attach(_Writer(writer))
+    # The reader thread must not wait 5 ms (CPython's default) for the interpreter each time
+    # the loop parses a large message: a request arriving meanwhile would wait with it.
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     try:
-        code = loop.run_until_complete(_serve(server, reader))
+        code = loop.run_until_complete(_serve(server, reader, head))
         _finish_leftovers(loop, EXIT_GRACE_S * (1 - CLEANUP_SHARE))
     except BaseException:  # an error of ours: log it, and still end (non-zero)
         log.exception("lsp-agent: the server loop failed")
@@ -87,11 +100,11 @@ def serve(server: Endpoint, reader: BinaryIO, writer: BinaryIO) -> int:
     return code
 
 
-async def _serve(server: Endpoint, reader: BinaryIO) -> int:
+async def _serve(server: Endpoint, reader: BinaryIO, head: bytes) -> int:
     loop = asyncio.get_running_loop()
     thread = threading.Thread(
-        target=_read_frames,
-        args=(reader, loop, server.receive, server.leave),
+        target=_read_messages,
+        args=(reader, head, loop, server.receive, server.leave),
         name="lsp-reader",
         daemon=True,
     )
@@ -146,28 +159,71 @@ def _watchdog_fired(code: int) -> NoReturn:
     end_process(code)
 
 
-def _read_frames(
+def _read_messages(
     stream: BinaryIO,
+    head: bytes,
     loop: asyncio.AbstractEventLoop,
     deliver: Callable[[Any], None],
     leave: Callable[[], None],
 ) -> None:
-    """The reader thread: each framed message, parsed, goes to `deliver` on the loop; the end of
-    input goes to `leave`."""
+    """The reader thread: the editor's messages, parsed, go to `deliver` on the loop (a
+    `ParseError` for a body that is not JSON, a `Garbage` for bytes that are not a message); the
+    end of input goes to `leave`."""
+    parser = FrameParser()
+    parser.feed(head)
+    fd = _fileno(stream)
+    fresh = True  # the stream's own buffer may hold bytes select() cannot see: read it first
     try:
         while True:
-            body = read_frame(stream)
-            if body is None:
+            item = parser.next()
+            while item is not None:
+                loop.call_soon_threadsafe(deliver, _message(item, parser))
+                item = parser.next()
+            if parser.waiting_for_body and fd is not None and not fresh:
+                ready, _, _ = select.select([fd], [], [], STALL_S)
+                if not ready:
+                    body = parser.stalled()
+                    if body is not None:
+                        loop.call_soon_threadsafe(deliver, _message(body, parser))
+                        continue
+            data = _read_some(stream)
+            fresh = False
+            if not data:
                 break
-            try:
-                message: Any = json.loads(body)
-            except (ValueError, RecursionError) as error:
-                message = ParseError(str(error))
-            loop.call_soon_threadsafe(deliver, message)
+            parser.feed(data)
     except Exception:  # the pipe broke: the editor is gone
         log.exception("lsp-agent: reading the editor's messages failed")
     with contextlib.suppress(RuntimeError):  # the loop is already closed
         loop.call_soon_threadsafe(leave)
+
+
+def _message(item: bytes | Garbage, parser: FrameParser) -> Any:
+    """A framed item as the server gets it: the parsed JSON, a `ParseError`, or `Garbage`."""
+    if isinstance(item, Garbage):
+        return item
+    try:
+        return json.loads(item)
+    except (ValueError, RecursionError) as error:
+        shorter = parser.reframe(item)
+        if shorter is None:
+            return ParseError(str(error))
+    try:
+        return json.loads(shorter)
+    except (ValueError, RecursionError) as error:
+        return ParseError(str(error))
+
+
+def _read_some(stream: BinaryIO) -> bytes:
+    """Whatever the stream has (at least one byte), or b"" at its end."""
+    read1 = getattr(stream, "read1", None)
+    return bytes(read1(65536) if read1 is not None else stream.read(1))
+
+
+def _fileno(stream: BinaryIO) -> int | None:
+    try:
+        return stream.fileno()
+    except (OSError, AttributeError, ValueError):
+        return None
 
 
 class ParseError:
@@ -175,26 +231,6 @@ class ParseError:
 
     def __init__(self, detail: str) -> None:
         self.detail = detail
-
-
-def read_frame(stream: BinaryIO) -> bytes | None:
-    """One message body, framed by `Content-Length` headers; None at the end of input."""
-    length: int | None = None
-    while True:
-        line = stream.readline()
-        if not line:
-            return None
-        if not line.strip():
-            if length is None:
-                continue  # a blank line between messages, or a frame without a length
-            break
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length" and value.strip().isdigit():
-            length = int(value.strip())
-    body = stream.read(length) if length else b""
-    if len(body) < length:
-        return None
-    return body
 
 
 class _Writer:

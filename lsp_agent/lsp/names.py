@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 ASK = "lspAgent.ask"
+START = "lspAgent.start"
 CANCEL = "lspAgent.cancel"
 NEW_SESSION = "lspAgent.newSession"
 SESSIONS = "lspAgent.sessions"
 STATUS = "lspAgent.status"
-COMMANDS = (ASK, CANCEL, NEW_SESSION, SESSIONS, STATUS)
+HISTORY = "lspAgent.history"
+UNDO_TURN = "lspAgent.undoTurn"
+COMMANDS = (ASK, START, CANCEL, NEW_SESSION, SESSIONS, HISTORY, UNDO_TURN, STATUS)
+"""Every command, in the order the server registers them (its `initialize` answer lists them)."""
 
 EVENT = "lspAgent/event"
 """Server → client notification for every step of a turn."""

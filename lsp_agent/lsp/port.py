@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -210,12 +211,27 @@ class LspPort:
                 types.ApplyWorkspaceEditParams(edit=edit, label=proposal.label),
             )
         except JsonRpcException as error:
-            return EditOutcome(False, f"the editor failed to apply the edit: {error}", failed=True)
+            if refused_as_stale(error):
+                # eglot checks the version itself, and tells the server of the typing that
+                # moved it on only once the user pauses: wait for that, to merge onto it.
+                await self._newer_versions(proposal)
+                return EditOutcome(False, "the buffer changed before the edit landed", stale=True)
+            if not declined(error):
+                reason = f"the editor failed to apply the edit: {error}"
+                return EditOutcome(False, reason, failed=True)
+            result = types.ApplyWorkspaceEditResult(applied=False)
         if result.applied:
             return EditOutcome(True)
         if self._moved_on(proposal):
             return EditOutcome(False, result.failure_reason, stale=True)
         return EditOutcome(False, result.failure_reason)
+
+    async def _newer_versions(self, proposal: EditProposal) -> None:
+        """Wait until every buffer the proposal is pinned to has a newer version (each at most
+        `STALE_WAIT_S`)."""
+        for change in proposal.changes:
+            if change.version is not None:
+                await self.buffer_after(change.path, change.version, STALE_WAIT_S)
 
     def _moved_on(self, proposal: EditProposal) -> bool:
         """Whether a buffer the proposal is pinned to has a newer version now."""
@@ -296,3 +312,30 @@ def progress_message(event: dict[str, Any]) -> str | None:
             return "compacting"
         return f"context {event['strategy']}: {event['before']} → {event['after']} tokens"
     return None
+
+
+STALE_WAIT_S = 10.0
+"""How long an editor that refused an edit as made for an older buffer may take to send the
+newer one (eglot sends typing once the user pauses for half a second)."""
+
+STALE_REFUSAL = re.compile(r"require version \d+, (you )?have \d+")
+"""eglot's error answer to an edit pinned to an older version of the buffer than it has."""
+
+
+def refused_as_stale(error: JsonRpcException) -> bool:
+    """Whether an error answer to `workspace/applyEdit` says the buffer moved on (eglot)."""
+    return STALE_REFUSAL.search(error.message) is not None
+
+
+DECLINED_MESSAGES = ("user cancelled server edit",)
+"""Error answers to `workspace/applyEdit` that mean the user said no: Emacs' eglot up to 1.15
+answers "n" at its "Proceed?" prompt with this error instead of `applied: false`."""
+
+
+def declined(error: JsonRpcException) -> bool:
+    """Whether an error answer to `workspace/applyEdit` is the user's refusal, not a failure:
+    eglot's message for "n" (`DECLINED_MESSAGES`), or an error carrying `applied: false` in its
+    data (eglot 1.16 and later when the user quits the prompt)."""
+    if error.message.strip().lower().rstrip(".") in DECLINED_MESSAGES:
+        return True
+    return isinstance(error.data, dict) and error.data.get("applied") is False

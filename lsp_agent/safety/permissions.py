@@ -1,29 +1,37 @@
-"""Allow, ask or deny, decided in code (DESIGN §6.1): the wall no text can argue with.
+"""Allow, ask or deny, decided in code (README, Safety: wall 1): the wall no text can argue with.
 
 Rules `{tool, match?, decision}` come from the settings first (first match wins), then the
-built-in defaults. A command is parsed (bashlex), never matched as a substring: every simple
-command of a pipeline or a `;`/`&&`/`||` list, and every command nested in a substitution, a
-subshell, a loop or an `sh -c`/`eval` string, is decided on its own; the strictest decision wins.
-What cannot be checked (command substitution, parameter expansion in arguments, redirection to a
-file, syntax the parser does not know) is at least `ask`. Network tools are `deny`.
+built-in defaults. A command is read by `shellwords` and never matched as a substring: every
+simple command of a pipeline or a `;`/`&`/`&&`/`||` list, every command nested in a
+substitution, a here-document, a subshell, a loop or an `sh -c`/`eval` string, is decided on its
+own; the strictest decision wins.
 
-Everything here is pure: no process runs, no question is asked. `decide()` returns a `Verdict`;
-the toolbox asks the user when it says `ask`, and remembers `Allow for this session` as a session
-rule for that exact command (or path).
+The principle: a command runs without a question only when it is understood completely — plain
+words (no expansion, substitution, assignment, line continuation or here-document that bash
+rewrites), commands of the closed list in `allowlist` with options it knows, every path it reads
+resolved inside the workspace and no secret. Anything else is asked. Network tools are denied
+wherever they appear, here-document bodies and shell strings included. A command too long to
+be shown whole in a question (`MAX_COMMAND_CHARS`) is refused.
+
+No question is asked here and no command runs; the judge looks at the workspace (paths, globs,
+folders) and may ask git, once per state of the repository, whether a secret is in its history:
+call `decide()` off the event loop. It returns a `Verdict`; the gate asks the user when it says
+`ask`, and remembers `Allow for this session` as a session rule for that exact command (or path).
 """
 
 from __future__ import annotations
 
 import fnmatch
 import os
-import re
 import shlex
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast
 
-import bashlex  # type: ignore[import-untyped]
+from lsp_agent.safety import allowlist, paths, shellwords
+from lsp_agent.safety.paths import Ask, Places, Situation
+from lsp_agent.safety.protected import Scanner, edit_protection
 
 Decision = Literal["allow", "ask", "deny"]
 ALLOW: Decision = "allow"
@@ -35,7 +43,7 @@ ANSWER_ALLOW = "Allow"
 ANSWER_SESSION = "Allow for this session"
 ANSWER_DENY = "Deny"
 ANSWERS = (ANSWER_ALLOW, ANSWER_SESSION, ANSWER_DENY)
-"""The actions of a permission question, in this order (DESIGN §3)."""
+"""The actions of a permission question, in this order (docs/protocol.md, Questions)."""
 
 NETWORK_TOOLS = frozenset(
     {
@@ -89,102 +97,20 @@ _WRAPPERS = frozenset(
         "script",
     }
 )
-_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "fish"})
-
-# Read-only commands allowed with any arguments (paths are still checked).
-_READ_ONLY = frozenset(
-    {
-        "ls",
-        "cat",
-        "head",
-        "tail",
-        "wc",
-        "grep",
-        "egrep",
-        "fgrep",
-        "pwd",
-        "echo",
-        "printf",
-        "true",
-        "false",
-        "which",
-        "type",
-        "stat",
-        "du",
-        "df",
-        "cut",
-        "tr",
-        "diff",
-        "cmp",
-        "comm",
-        "basename",
-        "dirname",
-        "realpath",
-        "readlink",
-        "uname",
-        "whoami",
-        "id",
-        "nl",
-        "test",
-        "[",
-        "sleep",
-        "tac",
-        "rev",
-        "seq",
-        "od",
-        "strings",
-        "md5sum",
-        "sha1sum",
-        "sha256sum",
-        "column",
-        "paste",
-        "fold",
-        "expand",
-        "jq",
-        "printenv",
-        "pytest",
-    }
-)
-# Read-only commands with options that write or run something: refused options listed.
-_REFUSED_OPTIONS: dict[str, tuple[str, ...]] = {
-    "find": ("-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf",
-             "-fls"),
-    "rg": ("--pre",),
-    "sort": ("-o", "--output", "--compress-program"),
-    "tree": ("-o",),
-    "file": ("-C", "--compile"),
-    "date": ("-s", "--set"),
-}  # fmt: skip
-# Read-only commands whose arguments are not files they read.
-_NO_PATHS = frozenset(
-    {"echo", "printf", "true", "false", "sleep", "seq", "which", "type", "test", "[", "pwd",
-     "uname", "whoami", "id", "printenv"}
-)  # fmt: skip
-_PATTERN_FIRST = frozenset({"grep", "egrep", "fgrep", "rg", "sed", "jq"})
-_GIT_SUBCOMMANDS = frozenset({"status", "diff", "log", "show", "branch"})
-_GIT_GLOBAL_OK = frozenset({"--no-pager", "-P", "--no-optional-locks", "--literal-pathspecs"})
-_GIT_REFUSED = ("--output", "--ext-diff", "-c", "--config-env", "--exec-path")
-_GIT_BRANCH_FLAGS = frozenset(
-    {"-a", "--all", "-r", "--remotes", "-v", "-vv", "--verbose", "-l", "--list",
-     "--show-current", "--merged", "--no-merged", "--contains", "--no-contains",
-     "--no-color", "--color", "--column", "--no-column", "-i", "--ignore-case"}
-)  # fmt: skip
-_SED_QUIET = frozenset({"-n", "--quiet", "--silent"})
-_SED_SAFE_FLAGS = frozenset(
-    {"-n", "--quiet", "--silent", "-E", "-r", "--regexp-extended", "-s", "--separate", "-u",
-     "--unbuffered", "-z", "--null-data"}
-)  # fmt: skip
-_SED_ADDRESS = r"(?:\d+|\$|/(?:[^/\\]|\\.)*/)"
-_SED_PRINT = re.compile(rf"\s*(?:{_SED_ADDRESS}(?:\s*,\s*(?:{_SED_ADDRESS}|\+\d+))?)?\s*p\s*")
-
-_OUTPUT_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
-_HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr"})
-_GLOB_CHARS = re.compile(r"[*?\[]")
-_BRACE = re.compile(r"\{[^}]*(?:,|\.\.)[^}]*\}")
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "fish", "busybox"})
+"""Shells: their `-c` string and the here-documents they read are commands too."""
+_OUTPUTS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
+_HARMLESS_OUTPUTS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr"})
 _MAX_DEPTH = 4
+
+MAX_COMMAND_CHARS = 8_000
+"""Longer commands are refused: they cannot be shown whole in a question, and reading them
+would keep the judge busy (put a long script in a file and run the file)."""
 
 PATH_KEYS = ("path",)
 """Argument names holding a workspace path, matched by path rules."""
+EDIT_TOOLS = frozenset({"edit_file", "write_file", "apply_patch"})
+"""Tools that change files: asked for protected paths when no preview asks the user."""
 
 
 @dataclass(frozen=True)
@@ -220,16 +146,9 @@ class Verdict:
     reason: str
     shape: str = ""
     """What `Allow for this session` allows from now on: the command, or the path."""
-
-
-@dataclass(frozen=True)
-class _Places:
-    """Where a command's paths are judged from."""
-
-    root: Path
-    home: Path
-    readable: tuple[Path, ...]
-    """Folders outside the workspace that may be read without asking."""
+    unattended: bool = True
+    """Whether an `ask` may be answered by the terminal's --yes flags (False: a person must
+    answer, e.g. an edit of a protected path that no preview showed)."""
 
 
 @dataclass(frozen=True)
@@ -239,11 +158,14 @@ class Part:
     text: str | None
     """The simple command as shell words (`ls -la src`); None for what cannot be checked."""
     words: tuple[str, ...] = ()
-    redirects: tuple[tuple[str, str], ...] = ()
-    """`(operator, target)` of each redirection to or from a file."""
-    assignments: tuple[str, ...] = ()
+    """Its words as bash would pass them when plain (as written otherwise)."""
     opaque: str | None = None
-    """Why this part cannot be checked (`command substitution`, `eval`, ...)."""
+    """Why this part cannot be checked (`a variable`, `command substitution` …)."""
+    command: shellwords.Command | None = None
+    top: bool = True
+    """A command of the line itself (not nested in a substitution or a shell string)."""
+    network_only: bool = False
+    """Text a command only reads (a here-document of `cat`): looked at for network tools."""
 
 
 @dataclass
@@ -269,13 +191,20 @@ def decide(
     sandboxed: bool = True,
     home: Path | None = None,
     readable: Sequence[Path] = (),
+    scanner: Scanner | None = None,
+    history: Callable[[], bool | None] | None = None,
+    path: str | None = None,
+    previewed: bool = True,
 ) -> Verdict:
     """Allow, ask or deny one tool call.
 
     `rules` are the user's (first match wins, before the built-in defaults); `session` holds what
     the user allowed for this session; `sandboxed` says whether commands run inside the kernel
     sandbox: without one, a command that would be allowed is asked instead. `readable` are
-    folders outside the workspace that commands may read without asking (the spill files).
+    folders outside the workspace that commands may read without asking (the spill files);
+    `scanner` walks the workspace for recursive searches, `history` says whether git's history
+    holds a secret, `path` is the PATH commands run with. `previewed` says whether the user sees
+    an edit before it lands (mode `review`): when not, edits of protected paths are asked.
     """
     if tool == "bash":
         verdict = decide_command(
@@ -285,9 +214,12 @@ def decide(
             sandboxed=sandboxed,
             home=home,
             readable=readable,
+            scanner=scanner,
+            history=history,
+            path=path,
         )
     else:
-        verdict = _decide_other(tool, args, rules)
+        verdict = _decide_other(tool, args, rules, root, previewed)
     if verdict.decision == ASK and session is not None and session.allows(tool, verdict.shape):
         return Verdict(ALLOW, "allowed for this session by the user", verdict.shape)
     return verdict
@@ -301,17 +233,38 @@ def decide_command(
     sandboxed: bool = True,
     home: Path | None = None,
     readable: Sequence[Path] = (),
+    scanner: Scanner | None = None,
+    history: Callable[[], bool | None] | None = None,
+    path: str | None = None,
 ) -> Verdict:
     """The decision for a `bash` command string."""
     shape = command_shape(command)
     if not command.strip():
         return Verdict(DENY, "the command is empty", shape)
-    parts = parse_command(command)
     bash_rules = [rule for rule in rules if rule.applies_to("bash")]
+    if len(command) > MAX_COMMAND_CHARS:
+        for rule in bash_rules:
+            if rule.match is None and rule.decision != ASK:
+                return Verdict(rule.decision, f"your rule {_rule_text(rule)} matches it", shape)
+        return Verdict(
+            DENY,
+            f"the command is {len(command):,} characters long, more than can be checked and "
+            f"shown whole in a question ({MAX_COMMAND_CHARS:,}): write the script to a file "
+            "and run the file",
+            shape,
+        )
+    places = Places(
+        root=root.resolve(),
+        home=home or _home(),
+        readable=tuple(readable),
+        scanner=scanner,
+        history=history,
+        path=os.environ.get("PATH", os.defpath) if path is None else path,
+    )
+    situation = Situation({places.root})
     worst: tuple[Decision, str] | None = None
-    for part in parts:
-        places = _Places(root, home or _home(), tuple(readable))
-        decision, reason = _decide_part(part, bash_rules, places)
+    for part in parse_command(command):
+        decision, reason = _decide_part(part, bash_rules, places, situation)
         if worst is None or _STRICTNESS[decision] > _STRICTNESS[worst[0]]:
             worst = (decision, reason)
     assert worst is not None  # parse_command always gives a part
@@ -331,142 +284,108 @@ def command_shape(command: str) -> str:
 
 def parse_command(command: str, depth: int = 0) -> list[Part]:
     """Every part of `command` to decide on, nested commands included."""
-    try:
-        trees = bashlex.parse(command)
-    except Exception as error:  # bashlex raises its own errors and NotImplementedError
-        detail = str(error).split("\n", 1)[0][:80]
-        return [Part(None, opaque=f"shell syntax the checker does not follow ({detail})")]
     parts: list[Part] = []
-    for tree in trees:
-        _walk(tree, command, parts, depth)
+    _script_parts(shellwords.parse(command, depth), parts, depth, top=True)
     return parts or [Part(None, opaque="nothing recognisable to run")]
 
 
-def _walk(node: Any, source: str, parts: list[Part], depth: int) -> None:
-    kind = getattr(node, "kind", "")
-    if kind == "command":
-        _command(node, source, parts, depth)
-        return
-    if kind in ("commandsubstitution", "processsubstitution"):
-        parts.append(Part(None, opaque=kind.replace("substitution", " substitution")))
-        _walk(node.command, source, parts, depth)
-        return
-    if kind == "function":
-        parts.append(Part(None, opaque="a function definition"))
-    for child in _children(node):
-        _walk(child, source, parts, depth)
+def _script_parts(script: shellwords.Script, parts: list[Part], depth: int, top: bool) -> None:
+    for reason in script.syntax:
+        parts.append(Part(None, opaque=reason, top=top))
+    for command in script.commands:
+        _command_parts(command, parts, depth, top)
+    for nested in script.nested:
+        _script_parts(nested, parts, depth, top=False)
 
 
-def _children(node: Any) -> Iterable[Any]:
-    for name in ("parts", "list"):
-        value = getattr(node, name, None)
-        if isinstance(value, list):
-            yield from value
-    body = getattr(node, "body", None)
-    if body is not None and hasattr(body, "kind"):
-        yield body
+def _command_parts(command: shellwords.Command, parts: list[Part], depth: int, top: bool) -> None:
+    words = tuple(word.value for word in command.words)
+    why: str | None = command.syntax[0] if command.syntax else None
+    if command.assignments and why is None:
+        why = "an assignment (NAME=value), which changes what later commands do"
+    for word in command.words:
+        why = why or word.expansion
+    for redirect in command.redirects:
+        if redirect.target is not None and redirect.target.expansion is not None:
+            why = why or f"{redirect.target.expansion} in a redirection"
+        why = why or redirect.body_expansion
+    if command.not_a_command:
+        words = ()
+    text: str | None = None
+    if words:
+        text = shlex.join(words)
+        if command.assignments:
+            text = " ".join(word.raw for word in command.assignments) + " " + text
+    parts.append(Part(text if why is None else None, words, why, command, top))
+    if words:
+        _inline_scripts(command, words, parts, depth)
 
 
-def _command(node: Any, source: str, parts: list[Part], depth: int) -> None:
-    words: list[str] = []
-    redirects: list[tuple[str, str]] = []
-    assignments: list[str] = []
-    opaque: str | None = None
-    for child in node.parts:
-        kind = child.kind
-        if kind == "word":
-            for nested in _nested(child):
-                _walk(nested, source, parts, depth)
-            word, why = _word(child, source)
-            if why is not None:
-                opaque = opaque or why
-            words.append(word)
-        elif kind == "assignment":
-            for nested in _nested(child):
-                _walk(nested, source, parts, depth)
-            assignments.append(child.word)
-        elif kind == "redirect":
-            operator = str(child.type)
-            target: Any = getattr(child, "output", None)
-            if getattr(target, "kind", None) == "word":
-                for nested in _nested(target):
-                    _walk(nested, source, parts, depth)
-                word, why = _word(target, source)
-                if why is not None:
-                    opaque = opaque or f"{why} in a redirection"
-                redirects.append((operator, word))
-            # `2>&1`, `>&2`, here-documents: no file involved.
-    text = shlex.join(words) if words else None
-    if text is not None and assignments:
-        text = " ".join(assignments) + " " + text
-    part = Part(text, tuple(words), tuple(redirects), tuple(assignments), opaque)
-    parts.append(part)
-    if opaque is None and words:
-        _inline_scripts(part, parts, depth)
-
-
-def _nested(word: Any) -> Iterable[Any]:
-    for child in getattr(word, "parts", []) or []:
-        if child.kind in ("commandsubstitution", "processsubstitution"):
-            yield child
-
-
-def _word(node: Any, source: str) -> tuple[str, str | None]:
-    """The word as the shell would pass it, or why that cannot be known without running it."""
-    for child in getattr(node, "parts", []) or []:
-        if child.kind in ("commandsubstitution", "processsubstitution"):
-            return node.word, "command substitution"
-        if child.kind == "parameter":
-            return node.word, "a variable expansion"
-    start, end = node.pos
-    raw = source[start:end]
-    if "$" in raw or "`" in raw:
-        return node.word, "an expansion"
-    # bashlex's own quote removal is wrong on mixed quoting (`"-e"x'ec'`): redo it.
-    try:
-        split = shlex.split(raw, comments=False, posix=True)
-    except ValueError:
-        return node.word, "unbalanced quotes"
-    if len(split) != 1:
-        return node.word, "a word the checker cannot read"
-    word = split[0]
-    unquoted = re.sub(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"|\\.", "", raw)
-    if _BRACE.search(unquoted):
-        return word, "a brace expansion"
-    if _GLOB_CHARS.search(unquoted) and word.startswith("-"):
-        return word, "an option spelled with a wildcard"
-    return word, None
-
-
-def _inline_scripts(part: Part, parts: list[Part], depth: int) -> None:
-    """Look inside `sh -c STRING` and `eval STRING`: they are unknown, but a denied command in
+def _inline_scripts(
+    command: shellwords.Command, words: tuple[str, ...], parts: list[Part], depth: int
+) -> None:
+    """Look inside `sh -c STRING`, `eval STRING`, a here-document fed to a shell, and what a
+    wrapper (`timeout`, `env`, `xargs`, `find -exec` …) runs: unknown, but a denied command in
     them is still denied."""
-    words = list(part.words)
     name = os.path.basename(words[0])
-    script: str | None = None
-    if name in _SHELLS and "-c" in words[1:]:
-        index = words.index("-c", 1)
-        script = words[index + 1] if index + 1 < len(words) else None
-    elif name in _SHELLS and len(words) == 1:
-        script = None
+    for script in _scripts_run_by(name, command, words):
+        if depth >= _MAX_DEPTH:
+            parts.append(Part(None, opaque="nested shell strings too deep to check", top=False))
+            return
+        # Decided like the line's own commands (the wrapper itself is judged on its own:
+        # only `xargs` with a command that prints names or counts is on the list).
+        parts.extend(parse_command(script, depth + 1))
+    if name in _SHELLS or depth >= _MAX_DEPTH:
+        return
+    # Any here-document may end up in a shell (`cat <<EOF | sh`): a network tool in one is
+    # denied, whatever reads it; nothing else in it counts.
+    for redirect in command.redirects:
+        text = _fed_text(redirect)
+        if text:
+            for part in parse_command(text, depth + 1):
+                parts.append(Part(None, part.words, part.opaque, part.command, False, True))
+
+
+def _scripts_run_by(name: str, command: shellwords.Command, words: tuple[str, ...]) -> list[str]:
+    """The command lines that the program `name` runs as a script: a shell's `-c` string and
+    the text fed to its input, `eval`'s words, the command a wrapper runs."""
+    scripts: list[str] = []
+    if name in _SHELLS:
+        if "-c" in words[1:]:
+            index = words.index("-c", 1)
+            if index + 1 < len(words):
+                scripts.append(words[index + 1])
+        for redirect in command.redirects:
+            text = _fed_text(redirect)
+            if text is not None:
+                scripts.append(text)
     elif name == "eval":
-        script = " ".join(words[1:])
-    elif name in _WRAPPERS:
-        inner = _wrapped_command(words)
+        scripts.append(" ".join(words[1:]))
+    elif name in _WRAPPERS or name == "find":
+        inner = _wrapped_command(list(words))
         if inner:
-            parts.append(Part(None, opaque=f"a command run through {name}"))
-            parts.extend(parse_command(shlex.join(inner), depth + 1))
-        return
-    if script is None:
-        return
-    if depth >= _MAX_DEPTH:
-        parts.append(Part(None, opaque="nested shell strings too deep to check"))
-        return
-    parts.extend(parse_command(script, depth + 1))
+            scripts.append(shlex.join(inner))
+    return scripts
 
 
-def _wrapped_command(words: Sequence[str]) -> list[str]:
-    """The command a wrapper runs (`timeout 5 curl x` → `curl x`), skipping its options."""
+def _fed_text(redirect: shellwords.Redirect) -> str | None:
+    """The text a redirection feeds to the command's input: a here-document's body or a
+    here-string's word; None for the others."""
+    if redirect.body is not None:
+        return redirect.body
+    if redirect.operator == "<<<" and redirect.target is not None:
+        return redirect.target.value
+    return None
+
+
+def _wrapped_command(words: list[str]) -> list[str]:
+    """The command a wrapper runs (`timeout 5 curl x` → `curl x`, `find . -exec curl {} ;`
+    → `curl {} ;`), skipping its options."""
+    if os.path.basename(words[0]) == "find":
+        for index, word in enumerate(words):
+            if word in ("-exec", "-execdir", "-ok", "-okdir"):
+                return words[index + 1 :]
+        return []
     rest = list(words[1:])
     while rest and (rest[0].startswith("-") or "=" in rest[0] or _is_number(rest[0])):
         rest.pop(0)
@@ -474,211 +393,101 @@ def _wrapped_command(words: Sequence[str]) -> list[str]:
 
 
 def _is_number(word: str) -> bool:
-    return bool(re.fullmatch(r"\d+(\.\d+)?[smhd]?", word))
+    return word.replace(".", "", 1).rstrip("smhd").isdigit()
 
 
-def _decide_part(part: Part, rules: Sequence[Rule], places: _Places) -> tuple[Decision, str]:
+def _decide_part(
+    part: Part, rules: Sequence[Rule], places: Places, situation: Situation
+) -> tuple[Decision, str]:
+    network = _network(part)
+    if part.network_only:
+        return (DENY, network) if network is not None else (ALLOW, "")
     for rule in rules:
         if rule.matches(part.text if part.opaque is None else None):
             what = part.text or part.opaque or "the command"
             return rule.decision, f"your rule {_rule_text(rule)} matches {what}"
-    if part.words:
-        name = os.path.basename(part.words[0])
-        if name in NETWORK_TOOLS:
-            return DENY, f"{name} reaches the network, which lsp-agent does not allow"
-        if name in _WRAPPERS or name in _SHELLS:
-            for word in part.words[1:]:
-                if os.path.basename(word) in NETWORK_TOOLS:
-                    return DENY, f"{word} reaches the network, which lsp-agent does not allow"
+    if network is not None:
+        return DENY, network
     if part.opaque is not None:
         return ASK, f"it uses {part.opaque}, which cannot be checked before it runs"
-    return _builtin(part, places)
+    if not part.top:
+        return ASK, "it runs a command nested in another one, which cannot be checked"
+    assert part.command is not None
+    try:
+        return ALLOW, _judge(part.command, places, situation)
+    except Ask as ask:
+        return ASK, str(ask)
+
+
+def _network(part: Part) -> str | None:
+    """Why the part reaches the network (a network tool, a /dev/tcp redirection), or None."""
+    if part.command is not None:
+        for redirect in part.command.redirects:
+            target = redirect.target.value if redirect.target is not None else ""
+            if target.startswith(("/dev/tcp/", "/dev/udp/")):
+                return f"it connects to {target}, and lsp-agent does not allow the network"
+    if not part.words:
+        return None
+    name = os.path.basename(part.words[0])
+    if name in NETWORK_TOOLS:
+        return f"{name} reaches the network, which lsp-agent does not allow"
+    asks_where = name in ("command", "type") and part.words[1:2] in (("-v",), ("-V",))
+    if (name in _WRAPPERS or name in _SHELLS or name == "find") and not asks_where:
+        for word in part.words[1:]:
+            if os.path.basename(word) in NETWORK_TOOLS:
+                return f"{word} reaches the network, which lsp-agent does not allow"
+    return None
+
+
+def _judge(command: shellwords.Command, places: Places, situation: Situation) -> str:
+    """Why the plain simple command may run unasked; raises `Ask` otherwise."""
+    for redirect in command.redirects:
+        _redirect(redirect, places, situation)
+    if not command.words:
+        return "only redirects"
+    words: list[str] = []
+    for index, word in enumerate(command.words):
+        if word.pattern is None:
+            words.append(word.value)
+            continue
+        if situation.wrote:
+            raise Ask(
+                f"its glob {word.value} is expanded after an earlier command ran the project's "
+                "code, which may have made files"
+            )
+        if index == 0:
+            raise Ask(f"its program name {word.value} is a glob")
+        words.extend(paths.expand(word.pattern, word.value, situation))
+    return allowlist.judge(words, places, situation)
+
+
+def _redirect(redirect: shellwords.Redirect, places: Places, situation: Situation) -> None:
+    if redirect.operator in ("<<", "<<-", "<<<"):
+        return  # the text is the command's input (its expansions were judged already)
+    target = redirect.target
+    assert target is not None
+    if target.pattern is not None:
+        raise Ask(f"its redirection target {target.value} is a glob")
+    value = target.value
+    if redirect.operator in (">&", "<&") and (value.isdigit() or value == "-"):
+        return  # a descriptor copied or closed: no file involved
+    if redirect.operator in _OUTPUTS:
+        if value in _HARMLESS_OUTPUTS:
+            return
+        try:
+            paths.path_concern(value, places, situation, verb="writes")
+        except Ask as outside:
+            raise Ask(f"{outside}; it writes there") from None
+        raise Ask(f"it writes to {value} (changes made by bash skip the editor's preview)")
+    if redirect.operator == "<":
+        paths.path_concern(value, places, situation)
+        return
+    raise Ask(f"it uses the redirection {redirect.operator} {value}")
 
 
 def _rule_text(rule: Rule) -> str:
     match = f", match {rule.match!r}" if rule.match is not None else ""
     return f"{{tool {rule.tool!r}{match}: {rule.decision}}}"
-
-
-def _builtin(part: Part, places: _Places) -> tuple[Decision, str]:
-    """The built-in decision for one simple command that could be read."""
-    for operator, target in part.redirects:
-        if operator in _OUTPUT_REDIRECTS and target not in _HARMLESS_TARGETS:
-            where = _outside(target, places.root, places.home)
-            if where is not None:
-                return ASK, f"it writes to {target}, outside the workspace"
-            return ASK, f"it writes to {target} (changes made by bash skip the editor's preview)"
-        if operator == "<":
-            why = _path_concern(target, places)
-            if why is not None:
-                return ASK, why
-    if not part.words:
-        if part.assignments:
-            return ALLOW, "only sets shell variables"
-        return ALLOW, ""
-    if part.assignments:
-        return ASK, "it sets environment variables for the command, which can change what runs"
-    name = part.words[0]
-    args = list(part.words[1:])
-    if name == "cd":
-        if len(args) != 1 or args[0] == "-":
-            return ASK, "cd without a folder of the workspace goes elsewhere"
-        if _outside(args[0], places.root, places.home) is not None:
-            return ASK, f"it moves to {args[0]}, outside the workspace"
-        return ALLOW, "moves within the workspace"
-    if "/" in name:
-        return ASK, f"{name} is a program given by path, not a known read-only command"
-    refusal = _argument_refusal(name, args)
-    if refusal is not None:
-        return ASK, refusal
-    if not _known(name, args):
-        return ASK, f"{name} is not on the list of read-only commands"
-    if name not in _NO_PATHS:
-        for word in _path_arguments(name, args):
-            why = _path_concern(word, places)
-            if why is not None:
-                return ASK, why
-    return ALLOW, "read-only command"
-
-
-def _known(name: str, args: Sequence[str]) -> bool:
-    if name in _READ_ONLY or name in _REFUSED_OPTIONS:
-        return True
-    if name in ("git", "sed", "uniq", "tree", "env"):
-        return True
-    if name in ("python", "python3") and args[:2] == ["-m", "pytest"]:
-        return True
-    return name == "ruff" and args[:1] == ["check"]
-
-
-def _argument_refusal(name: str, args: Sequence[str]) -> str | None:
-    """Why the arguments make a read-only command unsafe, or None."""
-    refused = _REFUSED_OPTIONS.get(name)
-    if refused is not None:
-        for arg in args:
-            if any(arg == flag or arg.startswith(flag + "=") for flag in refused):
-                return f"{name} {arg} can write files or run programs"
-            if (name == "sort" and arg.startswith("-o")) or (
-                name == "tree" and arg.startswith("-o")
-            ):
-                return f"{name} {arg} writes to a file"
-    if name == "git":
-        return _git_refusal(args)
-    if name == "sed":
-        return _sed_refusal(args)
-    if name == "uniq" and len([a for a in args if not a.startswith("-")]) > 1:
-        return "uniq with two file names writes the second one"
-    if name == "env" and args:
-        return "env runs another command"
-    if name == "ruff" and any(a.startswith(("--fix", "--unsafe-fixes")) for a in args):
-        return "ruff check --fix changes files"
-    return None
-
-
-def _git_refusal(args: Sequence[str]) -> str | None:
-    rest = list(args)
-    while rest and rest[0].startswith("-"):
-        option = rest.pop(0)
-        if option not in _GIT_GLOBAL_OK:
-            return f"git {option} can change what git runs or where it writes"
-    if not rest:
-        return "git without a subcommand"
-    subcommand, options = rest[0], rest[1:]
-    if subcommand not in _GIT_SUBCOMMANDS:
-        return (
-            f"git {subcommand} is not one of the read-only git commands (status, diff, log, "
-            "show, branch)"
-        )
-    for option in options:
-        if any(option == flag or option.startswith(flag + "=") for flag in _GIT_REFUSED):
-            return f"git {subcommand} {option} can run programs or write files"
-    if subcommand == "branch":
-        for option in options:
-            if option.startswith(("--sort=", "--format=", "--color=", "--contains=",
-                                  "--merged=", "--no-merged=", "--points-at=")):  # fmt: skip
-                continue
-            if option not in _GIT_BRANCH_FLAGS:
-                return f"git branch {option} can create, rename or delete branches"
-    return None
-
-
-def _sed_refusal(args: Sequence[str]) -> str | None:
-    scripts: list[str] = []
-    quiet = False
-    rest = list(args)
-    positional: list[str] = []
-    while rest:
-        arg = rest.pop(0)
-        if arg in ("-e", "--expression"):
-            if not rest:
-                return "sed -e without a script"
-            scripts.append(rest.pop(0))
-        elif arg.startswith("--expression="):
-            scripts.append(arg.split("=", 1)[1])
-        elif arg in _SED_QUIET:
-            quiet = True
-        elif arg.startswith("-") and arg != "-":
-            if arg not in _SED_SAFE_FLAGS:
-                return f"sed {arg} can edit files in place or run a script file"
-        else:
-            positional.append(arg)
-    if not quiet:
-        return "sed is allowed only as sed -n (printing lines)"
-    if not scripts:
-        if not positional:
-            return "sed without a script"
-        scripts.append(positional.pop(0))
-    for script in scripts:
-        for command in script.split(";"):
-            if command.strip() and not _SED_PRINT.fullmatch(command):
-                return f"sed script {script!r} does more than print lines"
-    return None
-
-
-def _path_arguments(name: str, args: Sequence[str]) -> list[str]:
-    """The arguments that may be files read: not the pattern or script some commands take
-    first (`grep PATTERN FILE`, `sed -n SCRIPT FILE`)."""
-    if name not in _PATTERN_FIRST:
-        return list(args)
-    rest = list(args)
-    for index, arg in enumerate(rest):
-        if arg in ("-e", "--regexp", "--expression"):
-            return rest  # the pattern is an option's value: every positional is a file
-        if not arg.startswith("-") or arg == "-":
-            return rest[:index] + rest[index + 1 :]
-    return rest
-
-
-def _path_concern(word: str, places: _Places) -> str | None:
-    """Why reading `word` (when it is a path) needs the user's word, or None."""
-    value = word.split("=", 1)[1] if word.startswith("-") and "=" in word else word
-    if not value or value.startswith("-"):
-        return None
-    outside = _outside(value, places.root, places.home)
-    if outside is not None and not any(outside.is_relative_to(p) for p in places.readable):
-        return f"it reads {value}, outside the workspace"
-    parts = Path(value).parts
-    if any(part.casefold().startswith(".env") for part in parts):
-        return f"it reads {value}, which may hold secrets"
-    return None
-
-
-def _outside(value: str, root: Path, home: Path) -> Path | None:
-    """The resolved path when `value` names a path outside the workspace (symlinks followed),
-    else None."""
-    if value in _HARMLESS_TARGETS:
-        return None
-    if value.startswith("~"):
-        if value != "~" and not value.startswith("~/"):
-            return Path(value)  # another user's home
-        value = str(home) + value[1:]
-    try:
-        resolved = (root / value).resolve(strict=False)
-    except (OSError, RuntimeError, ValueError):
-        return Path(value)
-    if resolved == root or resolved.is_relative_to(root):
-        return None
-    return resolved
 
 
 def _home() -> Path:
@@ -688,11 +497,16 @@ def _home() -> Path:
         return Path("/nonexistent-home")
 
 
-def _decide_other(tool: str, args: Mapping[str, Any], rules: Sequence[Rule]) -> Verdict:
-    """Tools other than bash: the user's rules on the path, else allowed.
+def _decide_other(
+    tool: str, args: Mapping[str, Any], rules: Sequence[Rule], root: Path, previewed: bool
+) -> Verdict:
+    """Tools other than bash: the user's rules on the path, then the protected paths for edits
+    nobody previews, else allowed.
 
     Edits are allowed here because the mode already puts the question: in `review` the editor's
-    preview asks the user, in `auto` the user chose not to be asked. Reads are allowed.
+    preview asks the user, in `auto` the user chose not to be asked — except for the paths the
+    sandbox protects from commands (editor tasks, rc files, git's config …), which something
+    runs later: those are asked when no preview does. Reads are allowed.
     """
     subjects = [str(args[key]) for key in PATH_KEYS if isinstance(args.get(key), str)]
     subject = _normal_path(subjects[0]) if subjects else None
@@ -702,7 +516,27 @@ def _decide_other(tool: str, args: Mapping[str, Any], rules: Sequence[Rule]) -> 
             target = f" on {subject}" if subject else ""
             return Verdict(rule.decision, f"your rule {_rule_text(rule)} matches {tool}{target}",
                            shape)  # fmt: skip
+    if tool in EDIT_TOOLS and not previewed and subject is not None:
+        why = protected_edit(root, subject)
+        if why is not None:
+            return Verdict(ASK, f"{why}, and no preview shows you this edit", shape,
+                           unattended=False)  # fmt: skip
     return Verdict(ALLOW, "allowed by default", shape)
+
+
+def protected_edit(root: Path, subject: str) -> str | None:
+    """Why an edit of `subject` (relative to `root`, or absolute) changes a protected path."""
+    top = root.resolve()
+    try:
+        resolved = (top / subject).resolve(strict=False)
+    except (OSError, RuntimeError, ValueError):
+        return f"{subject} cannot be resolved"
+    lexical = Path(os.path.normpath(top / subject))
+    for path in (lexical, resolved):
+        why = edit_protection(top, path)
+        if why is not None:
+            return why
+    return None
 
 
 def _normal_path(path: str) -> str:

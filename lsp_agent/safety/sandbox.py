@@ -1,15 +1,22 @@
-"""The kernel wall (DESIGN §6.2): every command runs in bubblewrap (Linux) or seatbelt (macOS).
+"""The kernel wall: every command runs in bubblewrap (Linux) or seatbelt (macOS).
 
 Inside, the whole filesystem is read-only; the workspace is writable except the paths that run
-code later (`.git`, rc files, editor folders: `PROTECTED_DIRS`, `PROTECTED_FILES`); `/tmp` and
-`/run` are private; there is no network at all (a new network namespace: the host's loopback is out
-of reach too); processes get a PID namespace of their own and die with the server. The environment
+code later (`safety.protected`: `.git`, rc files, editor folders, virtualenvs, nested
+repositories, git's hooks folder …); `/tmp`, `/run` and `/dev/shm` are private and bounded in
+size; the kernel's knobs under `/proc` (`/proc/sys`, `/proc/sysrq-trigger` …) are read-only, which
+matters when the server runs as root; there is no network at all (a new network namespace: the
+host's loopback is out of reach too); processes get a PID namespace of their own, a process limit
+(`safety.limits`), and die with the server. A seccomp filter lets a command make only internet
+and routing sockets (no unix socket, which a read-only mount does not stop from connecting; no
+vsock, which reaches the hypervisor), refuses io_uring and the kernel keyrings. The environment
 is rebuilt from an allowlist, so API keys and tokens never reach a command.
 
 On Linux a protected path that does not exist yet still has to be guarded: a bind mount needs
 something to mount on. `Sandbox.command()` makes an empty placeholder folder there for the life
 of the command, mounts it read-only, and removes it when the last command of this process ends,
-if it is still empty (commands see these empty folders; git does not list empty folders).
+if it is still empty (commands see these empty folders; git does not list empty folders). A
+protected path below the root could be moved away with its parent folder: every folder between
+the root and it is bound onto itself, which makes it a mount point that cannot be renamed.
 Seatbelt rules match paths, so it needs no such thing.
 
 `probe()` runs a real sandboxed `true` once per process and says which wall is in effect, and
@@ -18,43 +25,38 @@ why not when it is none.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import os
 import platform
 import re
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+import threading
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from lsp_agent.errors import ToolError
+from lsp_agent.safety import limits
+from lsp_agent.safety.gitcheck import RepositoryFacts
+from lsp_agent.safety.protected import PROTECTED_DIRS, PROTECTED_FILES, Guard, Scanner, guards
+from lsp_agent.safety.seccomp import seccomp_fd
 
 Kind = Literal["bwrap", "seatbelt", "none"]
 
-PROTECTED_DIRS = (".git", ".vscode", ".idea")
-"""Folders of the workspace no command may write: git's hooks and config, editor tasks."""
-PROTECTED_FILES = (
-    ".gitmodules",
-    ".gitconfig",
-    ".envrc",
-    ".bashrc",
-    ".bash_profile",
-    ".bash_login",
-    ".bash_logout",
-    ".profile",
-    ".zshrc",
-    ".zshenv",
-    ".zprofile",
-    ".zlogin",
-    ".zlogout",
-)
-"""Files of the workspace that something runs later (shells, git, direnv): read-only inside."""
+__all__ = ["PROTECTED_DIRS", "PROTECTED_FILES"]
+
+TMP_BYTES = 1024 * 1024 * 1024
+"""Size of the private `/tmp` (memory, on the host)."""
+SMALL_TMPFS_BYTES = 64 * 1024 * 1024
+"""Size of the private `/run` and `/dev/shm`."""
+KERNEL_KNOBS = ("sys", "sysrq-trigger", "irq", "bus", "fs", "acpi")
+"""Entries of `/proc` that change the host when written (as root): bound read-only."""
 
 ENV_ALLOWLIST = (
     "PATH",
@@ -126,6 +128,8 @@ def bwrap_args(
     readable: Sequence[Path] = (),
     above: Sequence[Path] = (),
     run_links: Mapping[str, str] | None = None,
+    pinned: Sequence[Path] = (),
+    sized: bool = True,
 ) -> list[str]:
     """bubblewrap's options for a sandbox over the workspace `root` (pure: no file is touched).
 
@@ -133,22 +137,38 @@ def bwrap_args(
     (they must exist); `readable` are folders outside it to show read-only even under the
     private `/tmp` (the spill folder); `above` are folders holding the workspace to show
     read-only under the private `/tmp` (the git repository the workspace is a folder of);
-    `run_links` are symlinks of `/run` to keep (NixOS keeps its system in `/run/current-system`).
+    `run_links` are symlinks of `/run` to keep (NixOS keeps its system in `/run/current-system`);
+    `pinned` are folders of the workspace bound onto themselves, so that they cannot be renamed
+    (they hold a protected path); `sized` bounds the private tmpfs mounts (bwrap ≥ 0.7).
     """
+
+    def tmpfs(path: str, size: int) -> list[str]:
+        return ["--size", str(size), "--tmpfs", path] if sized else ["--tmpfs", path]
+
     args = [
         "--ro-bind", "/", "/",
         "--dev", "/dev",
+        *tmpfs("/dev/shm", SMALL_TMPFS_BYTES),
+        # Root may write the fresh /dev (a tmpfs in memory): nothing needs to.
+        "--remount-ro", "/dev",
         "--proc", "/proc",
-        "--tmpfs", "/tmp",
+    ]  # fmt: skip
+    for knob in KERNEL_KNOBS:
+        if os.path.exists(f"/proc/{knob}"):
+            args += ["--ro-bind", f"/proc/{knob}", f"/proc/{knob}"]
+    args += [
+        *tmpfs("/tmp", TMP_BYTES),
         # Sockets of other programs (docker, dbus, agents) live in /run: a read-only mount does
         # not stop connecting to a socket, hiding it does.
-        "--tmpfs", "/run",
-    ]  # fmt: skip
+        *tmpfs("/run", SMALL_TMPFS_BYTES),
+    ]
     for name, target in sorted((run_links or {}).items()):
         args += ["--symlink", target, f"/run/{name}"]
     for path in above:
         args += ["--ro-bind", str(path), str(path)]
     args += ["--bind", str(root), str(root)]
+    for path in pinned:
+        args += ["--bind", str(path), str(path)]
     for path in read_only:
         args += ["--ro-bind", str(path), str(path)]
     for path in readable:
@@ -171,14 +191,16 @@ def bwrap_args(
     return args
 
 
-def seatbelt_profile(root: Path, *, tmp: Path) -> str:
+def seatbelt_profile(root: Path, *, tmp: Path, found: Sequence[Path] = ()) -> str:
     """The sandbox-exec profile: deny by default; read anything; write only in the workspace
-    (minus the protected paths, at any depth for the folders) and a private temp folder; no
-    network. `root` and `tmp` must be real paths (macOS' /tmp is /private/tmp)."""
+    (minus the protected paths, at any depth for the folders, and the protected paths `found`
+    by looking) and a private temp folder; no network. `root` and `tmp` must be real paths
+    (macOS' /tmp is /private/tmp)."""
     quoted_root = _sb_string(str(root))
     prefix = re.escape(str(root))
     guarded = [f'(subpath "{_sb_string(str(root / name))}")' for name in PROTECTED_DIRS]
     guarded += [f'(literal "{_sb_string(str(root / name))}")' for name in PROTECTED_FILES]
+    guarded += [f'(subpath "{_sb_string(str(path))}")' for path in found]
     nested = "|".join(re.escape(name) for name in PROTECTED_DIRS)
     guarded.append(f'(regex #"^{_sb_regex(prefix)}/(.*/)?({nested})(/.*)?$")')
     not_guarded = "\n".join(f"      (require-not {rule})" for rule in guarded)
@@ -219,10 +241,18 @@ class Sandbox:
         self.root = root.resolve()
         """The workspace: the only writable place (minus the protected paths)."""
         self._availability = availability
+        self.scanner = Scanner(self.root)
+        """The workspace's folders as last seen (nested repositories, virtualenvs, secrets)."""
+        self.repository = RepositoryFacts(self.root)
+        """Whether the workspace's git history holds a secret (asked once per state)."""
         self._running = 0
         """Commands of this process inside the sandbox right now."""
-        self._placeholders: set[Path] = set()
-        """Empty files and folders made as mount points, removed when no command runs."""
+        self._placeholders: list[Path] = []
+        """Empty folders made as mount points, removed (deepest first) when no command runs."""
+        self._stale_cgroups: list[limits.PidsCgroup] = []
+        """Cgroups of ended commands whose last processes were still exiting: removed later."""
+        self._lock = threading.Lock()
+        """Guards the two above: commands are prepared in worker threads."""
 
     @property
     def availability(self) -> Availability:
@@ -230,6 +260,28 @@ class Sandbox:
         if self._availability is None:
             self._availability = probe()
         return self._availability
+
+    @contextlib.asynccontextmanager
+    async def running(self, argv: Sequence[str], *, spill_dir: Path) -> AsyncIterator[Launch]:
+        """`command()` with its preparation and clean-up (a walk of the workspace, placeholders,
+        a cgroup) in a worker thread, off the event loop."""
+        stack = contextlib.ExitStack()
+        preparing = asyncio.ensure_future(
+            asyncio.to_thread(lambda: stack.enter_context(self.command(argv, spill_dir=spill_dir)))
+        )
+        try:
+            launch = await asyncio.shield(preparing)
+        except asyncio.CancelledError:
+            # Cancelled while the thread prepares: let it finish, then undo what it made
+            # (placeholders, a cgroup), or they would stay.
+            with contextlib.suppress(Exception):
+                await preparing
+                await asyncio.to_thread(stack.close)
+            raise
+        try:
+            yield launch
+        finally:
+            await asyncio.to_thread(stack.close)
 
     @contextlib.contextmanager
     def command(self, argv: Sequence[str], *, spill_dir: Path) -> Iterator[Launch]:
@@ -245,46 +297,76 @@ class Sandbox:
         if kind == "seatbelt":
             with tempfile.TemporaryDirectory(prefix="lsp-agent-tmp-") as tmp:
                 private = Path(tmp).resolve()
-                profile = seatbelt_profile(self.root, tmp=private)
+                found = [g.path for g in guards(self.root, self.scanner) if g.path.exists()]
+                profile = seatbelt_profile(self.root, tmp=private, found=found)
                 yield Launch([_SEATBELT, "-p", profile, *argv], env={"TMPDIR": str(private)})
             return
-        self._running += 1
+        with self._lock:
+            self._running += 1
+        cgroup: limits.PidsCgroup | None = None
         try:
-            read_only = self._protected_paths()
+            read_only, pinned = self._protected_paths()
             args = bwrap_args(
                 self.root,
                 read_only=read_only,
                 readable=[spill_dir, *self._own_install()],
                 above=self._repository_above(),
                 run_links=_run_links(),
+                pinned=pinned,
+                sized=_bwrap_sizes(),
             )
-            with _seccomp_fd() as fd:
+            cgroup = limits.PidsCgroup.make() if limits.exempt() else None
+            with seccomp_fd() as fd:
                 seccomp = ["--seccomp", str(fd)] if fd is not None else []
-                yield Launch([_bwrap(), *args, *seccomp, *argv], (fd,) if fd is not None else ())
+                inner = [*limits.limit_prefix(shell()), *argv]
+                outer = [_bwrap(), *args, *seccomp, *inner]
+                yield Launch(
+                    cgroup.wrap(outer) if cgroup is not None else outer,
+                    (fd,) if fd is not None else (),
+                )
         finally:
-            self._running -= 1
-            if self._running == 0:
-                self._remove_placeholders()
+            with self._lock:
+                stale, self._stale_cgroups = self._stale_cgroups, []
+            left = [old for old in [*stale, cgroup] if old is not None and not old.remove()]
+            with self._lock:
+                self._stale_cgroups.extend(left)
+                self._running -= 1
+                if self._running == 0:
+                    self._remove_placeholders()
 
-    def _protected_paths(self) -> list[Path]:
-        """The protected paths to mount read-only, making placeholders for missing ones."""
+    def _protected_paths(self) -> tuple[list[Path], list[Path]]:
+        """The protected paths to mount read-only (placeholders made for missing ones), and the
+        folders to pin so that no protected path can be moved away with its parent."""
         paths: list[Path] = []
-        names = [(name, True) for name in PROTECTED_DIRS]
-        names += [(name, False) for name in PROTECTED_FILES]
-        for name, is_dir in names:
-            path = self.root / name
-            if path.is_symlink():
+        for guard in guards(self.root, self.scanner):
+            self._refuse_symlink(guard)
+            missing = not guard.path.exists()
+            if missing and (guard.must_exist or not self._make_placeholder(guard.path)):
+                continue
+            paths.append(guard.path)
+        pinned: set[Path] = set()
+        for path in paths:
+            for parent in path.parents:
+                if parent == self.root or not parent.is_relative_to(self.root):
+                    break
+                pinned.add(parent)
+        return paths, sorted(pinned, key=lambda p: (len(p.parts), str(p)))
+
+    def _refuse_symlink(self, guard: Guard) -> None:
+        """A protected path, or a folder on the way to it, that is a symlink cannot be kept:
+        a command could replace the link itself."""
+        current = self.root
+        for part in guard.path.relative_to(self.root).parts:
+            current = current / part
+            if current.is_symlink():
+                name = current.relative_to(self.root)
+                kind = "folder" if guard.folder or current != guard.path else "file"
                 raise ToolError(
                     f"not run: {name} in the workspace is a symlink, and the sandbox cannot stop "
                     "a command from replacing it; ask the user to run this command, or to make "
-                    f"{name} a regular {'folder' if is_dir else 'file'}",
+                    f"{name} a regular {kind}",
                     reason="sandbox",
                 )
-            if not path.exists() and not self._make_placeholder(path):
-                continue
-            paths.append(path)
-        paths.extend(self._git_dir_inside())
-        return paths
 
     def _own_install(self) -> list[Path]:
         """lsp-agent's own Python environment, when the private /tmp or /run would hide it: the
@@ -305,40 +387,31 @@ class Sandbox:
                 return [parent] if hidden and parent not in (Path("/tmp"), Path("/run")) else []
         return []
 
-    def _git_dir_inside(self) -> list[Path]:
-        """The real git folder when `.git` is a file pointing inside the workspace."""
-        dot_git = self.root / ".git"
-        if not dot_git.is_file():
-            return []
-        try:
-            first = dot_git.read_text(encoding="utf-8", errors="replace").splitlines()[0]
-        except (OSError, IndexError):
-            return []
-        if not first.startswith("gitdir:"):
-            return []
-        target = (self.root / first.removeprefix("gitdir:").strip()).resolve()
-        if target.is_relative_to(self.root) and target.exists() and target != self.root:
-            return [target]
-        return []
-
     def _make_placeholder(self, path: Path) -> bool:
         # A folder, even where a file is expected: git shows no empty folder in its status,
-        # and neither a shell nor git runs a folder.
-        try:
-            path.mkdir()
-        except FileExistsError:
-            return True  # made meanwhile (by the user, or by us for another command)
-        except OSError:
-            # The workspace is not writable by us: not by a command either.
-            return False
-        self._placeholders.add(path)
-        return True
+        # and neither a shell nor git runs a folder. Missing parents are made too (a submodule
+        # not checked out), and removed with it.
+        missing = [path]
+        missing += [p for p in path.parents if p.is_relative_to(self.root) and not p.exists()]
+        made: list[Path] = []
+        for folder in reversed(missing):
+            try:
+                folder.mkdir()
+            except FileExistsError:
+                continue  # made meanwhile (by the user, or by us for another command)
+            except OSError:
+                # The workspace is not writable by us: not by a command either.
+                break
+            made.append(folder)
+        with self._lock:
+            self._placeholders.extend(made)
+        return path.is_dir() and not path.is_symlink()
 
     def _remove_placeholders(self) -> None:
         # Only when no command of ours runs: unlinking a mount point of a live sandbox would
         # detach its read-only mount. A placeholder someone wrote into is theirs now: kept.
-        for path in list(self._placeholders):
-            self._placeholders.discard(path)
+        made, self._placeholders = self._placeholders, []
+        for path in sorted(set(made), key=lambda p: len(p.parts), reverse=True):
             with contextlib.suppress(OSError):
                 if path.is_symlink():
                     continue
@@ -365,10 +438,11 @@ def probe() -> Availability:
     # The same mounts as a real command, over a folder that exists already (nothing to clean up
     # if the process is stopped meanwhile).
     root = Path(tempfile.gettempdir()).resolve()
-    args = bwrap_args(root, readable=[root])
-    with _seccomp_fd() as fd:
+    args = bwrap_args(root, readable=[root], sized=_bwrap_sizes())
+    with seccomp_fd() as fd:
         seccomp = ["--seccomp", str(fd)] if fd is not None else []
-        argv = [bwrap, *args, *seccomp, "/bin/sh", "-c", "exit 0"]
+        limit = limits.limit_prefix("/bin/sh")
+        argv = [bwrap, *args, *seccomp, *limit, "/bin/sh", "-c", "exit 0"]
         result = _run_probe(argv, (fd,) if fd is not None else ())
     if isinstance(result, str):
         return Availability("none", f"bwrap could not start ({result}): commands run unsandboxed")
@@ -384,10 +458,16 @@ def probe() -> Availability:
             "none", f"bwrap cannot make a sandbox here: {detail}{hint}; commands run unsandboxed"
         )
     version = _first_line(_run_text([bwrap, "--version"])) or "bwrap"
+    if not limits.exempt():
+        processes = f"at most {limits.MAX_PROCESSES} processes"
+    elif limits.cgroup_parent() is not None:
+        processes = f"at most {limits.MAX_PROCESSES} processes (a pids cgroup: running as root)"
+    else:
+        processes = "NO process limit (running as root, and no pids cgroup can be made here)"
     return Availability(
         "bwrap",
         f"{version}: read-only filesystem, writable workspace (protected paths read-only), "
-        "no network, private /tmp, own PID namespace",
+        f"no network, private /tmp, own PID namespace, {processes}",
     )
 
 
@@ -432,71 +512,18 @@ def _run_text(argv: list[str]) -> str:
     return result if isinstance(result, str) else result.stdout or result.stderr
 
 
-# seccomp: a read-only mount does not stop connect() to a unix socket file (an ssh or gpg agent,
-# a docker socket in a home folder), so making AF_UNIX sockets is refused outright. socketpair()
-# still works (it reaches nothing), and io_uring, which could make sockets behind seccomp's back,
-# is refused too.
-_SECCOMP_ALLOW = 0x7FFF0000
-_SECCOMP_ERRNO = 0x00050000
-_EACCES = 13
-_AF_UNIX = 1
-_BPF_LD_W_ABS = 0x20
-_BPF_JEQ_K = 0x15
-_BPF_AND_K = 0x54
-_BPF_RET_K = 0x06
-# machine → (audit arch, syscall number mask, socket, io_uring_setup)
-_SYSCALLS = {
-    "x86_64": (0xC000003E, 0xBFFFFFFF, 41, 425),  # the mask folds x32 numbers onto x86_64's
-    "aarch64": (0xC00000B7, 0xFFFFFFFF, 198, 425),
-}
-
-
-def seccomp_filter(machine: str) -> bytes | None:
-    """The classic-BPF seccomp program bwrap installs, for `platform.machine()`; None on
-    machines whose syscall numbers are not known here (no filter there)."""
-    known = _SYSCALLS.get(machine)
-    if known is None or sys.byteorder != "little":
-        return None
-    arch, mask, socket_nr, io_uring_nr = known
-    deny = _SECCOMP_ERRNO | _EACCES
-    program = [
-        (_BPF_LD_W_ABS, 0, 0, 4),  # 0: arch
-        (_BPF_JEQ_K, 0, 8, arch),  # 1: another ABI (32-bit programs) → 10: refused
-        (_BPF_LD_W_ABS, 0, 0, 0),  # 2: syscall number
-        (_BPF_AND_K, 0, 0, mask),  # 3
-        (_BPF_JEQ_K, 5, 0, io_uring_nr),  # 4: io_uring_setup → 10: refused
-        (_BPF_JEQ_K, 0, 3, socket_nr),  # 5: not socket() → 9: allowed
-        (_BPF_LD_W_ABS, 0, 0, 16),  # 6: first argument, low word: the family
-        (_BPF_JEQ_K, 2, 0, _AF_UNIX),  # 7: AF_UNIX → 10: refused
-        (_BPF_RET_K, 0, 0, _SECCOMP_ALLOW),  # 8
-        (_BPF_RET_K, 0, 0, _SECCOMP_ALLOW),  # 9
-        (_BPF_RET_K, 0, 0, deny),  # 10
-    ]
-    return b"".join(struct.pack("=HBBI", *instruction) for instruction in program)
-
-
-@contextlib.contextmanager
-def _seccomp_fd() -> Iterator[int | None]:
-    """A descriptor holding the seccomp program, for bwrap's `--seccomp FD`."""
-    program = seccomp_filter(platform.machine())
-    if program is None or not hasattr(os, "memfd_create"):
-        yield None
-        return
-    fd = os.memfd_create("lsp-agent-seccomp", 0)  # not close-on-exec: bwrap reads it
-    try:
-        os.write(fd, program)
-        os.lseek(fd, 0, os.SEEK_SET)
-        yield fd
-    finally:
-        os.close(fd)
-
-
 def _first_line(text: str) -> str:
     return text.strip().splitlines()[0].strip() if text.strip() else ""
 
 
 def _bwrap() -> str:
     return shutil.which("bwrap") or "bwrap"
+
+
+@functools.cache
+def _bwrap_sizes() -> bool:
+    """Whether this bwrap takes `--size` for a tmpfs (0.7 and later)."""
+    return "--size" in _run_text([_bwrap(), "--help"])
 
 
 def _run_links() -> dict[str, str]:

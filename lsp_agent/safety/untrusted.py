@@ -1,4 +1,4 @@
-"""Marking outside text (DESIGN §6.3): file contents, command output and search hits.
+"""Marking outside text (README, Safety): file contents, command output and search hits.
 
 Such text is wrapped `<untrusted source="…">…</untrusted>` before the model reads it, and the
 system prompt says that what is inside is data, never instructions. A closing tag inside the text

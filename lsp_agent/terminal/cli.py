@@ -45,7 +45,10 @@ def _parser() -> argparse.ArgumentParser:
         help="also run commands that need approval without asking (sandboxed ones only)",
     )
     run.add_argument("--session", help="continue this session (see `lsp-agent sessions`)")
-    commands.add_parser("doctor", help="check the set-up and print what is in effect")
+    doctor = commands.add_parser("doctor", help="check the set-up and print what is in effect")
+    doctor.add_argument(
+        "--json", action="store_true", help="print the checks as JSON (for editor health checks)"
+    )
     sessions = commands.add_parser("sessions", help="list stored sessions")
     sessions.add_argument("--workspace", type=Path, default=Path.cwd())
     return parser
@@ -71,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "doctor":
             from lsp_agent.terminal.doctor import doctor
 
-            return asyncio.run(doctor())
+            return asyncio.run(doctor(as_json=args.json))
         if args.command == "sessions":
             return _sessions(args.workspace)
     except UserError as error:
@@ -87,7 +90,7 @@ def _serve(tcp: str | None) -> int:
     from lsp_agent.lsp.connection import end_process
 
     if tcp is None:
-        # Answers `initialize` before pygls is imported (DESIGN §8): see lsp_agent/lsp/boot.py.
+        # Answers `initialize` before pygls is imported: see lsp_agent/lsp/boot.py.
         from lsp_agent.lsp.boot import serve_stdio
 
         end_process(serve_stdio())
@@ -101,8 +104,8 @@ def _serve_tcp(host: str, port: int) -> int:
     """Listen on `host:port` and serve the first editor that connects."""
     import socket
 
+    from lsp_agent.lsp.app import create_server
     from lsp_agent.lsp.connection import serve
-    from lsp_agent.lsp.server import create_server
 
     server = create_server()
     try:
@@ -177,7 +180,7 @@ def _auto_approved(yes: bool, yes_commands: bool) -> frozenset[str]:
 
 async def _no_model_message(agent: Any) -> str:
     """Why no turn can run without a model, with what the endpoint offers when it answers."""
-    from lsp_agent.model.provider import ProviderError
+    from lsp_agent.model import ProviderError
 
     base_url = agent.settings.base_url
     try:

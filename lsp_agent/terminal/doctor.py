@@ -1,29 +1,35 @@
 """`lsp-agent doctor`: Python, git, ripgrep, the sandbox (a real probe), the model endpoint and
-model, and the settings in effect with where each came from."""
+model, and the settings in effect with where each came from; `--json` for tools (the Neovim
+plugin's `:checkhealth` runs it)."""
 
 from __future__ import annotations
 
+import json
 import platform
 import shutil
 import subprocess
 import sys
+from typing import Any
 
 from lsp_agent import __version__
 
 EXIT_FAILED = 1
 
 
-async def doctor() -> int:
-    """Check the set-up and print what is in effect; non-zero when something is BAD."""
+async def doctor(*, as_json: bool = False) -> int:
+    """Check the set-up; each check is `ok`, `bad` (a failure) or `info`. With `as_json`, one
+    JSON object `{version, checks: [{name, status, detail}], config}` instead of the text."""
     from lsp_agent.config import load_settings
-    from lsp_agent.model.provider import ProviderError, make_provider
+    from lsp_agent.model import ProviderError, make_provider
 
-    failures = 0
+    checks: list[dict[str, str]] = []
 
-    def line(name: str, ok: bool, detail: str) -> None:
-        nonlocal failures
-        failures += 0 if ok else 1
-        print(f"{'ok ' if ok else 'BAD'}  {name:<10} {detail}")
+    def line(name: str, ok: bool | None, detail: str) -> None:
+        status = "info" if ok is None else "ok" if ok else "bad"
+        checks.append({"name": name, "status": status, "detail": detail})
+        if not as_json:
+            mark = {"ok": "ok ", "bad": "BAD", "info": "-- "}[status]
+            print(f"{mark}  {name:<10} {detail}")
 
     line("python", sys.version_info >= (3, 10), f"{platform.python_version()} ({sys.executable})")
     line("lsp-agent", True, __version__)
@@ -43,7 +49,7 @@ async def doctor() -> int:
         line("sandbox", True, f"{sandbox.kind} ({sandbox.reason})")
     else:
         # Not a failure: commands still run, each one after the user says yes.
-        print(f"--   {'sandbox':<10} none: {sandbox.reason}; every command will be asked")
+        line("sandbox", None, f"none: {sandbox.reason}; every command will be asked")
     settings, warnings = load_settings()
     for warning in warnings:
         line("config", False, warning)
@@ -63,10 +69,25 @@ async def doctor() -> int:
         line("endpoint", False, error.message)
     finally:
         await provider.aclose()
-    print("config in effect:")
-    for key, entry in settings.describe().items():
-        print(f"     {key:<15} {entry['value']!s:<40} ({entry['source']})")
-    return EXIT_FAILED if failures else 0
+    described = settings.describe()
+    if as_json:
+        document = {"version": __version__, "checks": checks, "config": described}
+        print(json.dumps(document, indent=2))
+    else:
+        print("config in effect:")
+        for key, entry in described.items():
+            print(f"     {key:<15} {_shown(entry['value']):<40} ({entry['source']})")
+    return EXIT_FAILED if any(check["status"] == "bad" for check in checks) else 0
+
+
+def _shown(value: Any) -> str:
+    """A setting's value on one line: `not set`, a list of actions by their titles."""
+    if value is None:
+        return "not set"
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        titles = [str(v.get("title") or v.get("tool") or "?") for v in value]
+        return f"{len(value)}: " + ", ".join(titles)
+    return str(value)
 
 
 def _version(command: list[str]) -> str:

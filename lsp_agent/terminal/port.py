@@ -38,10 +38,7 @@ class TerminalPort:
 
     async def propose_edit(self, proposal: EditProposal) -> EditOutcome:
         self._end_line()
-        for change in proposal.changes:
-            rel = os.path.relpath(change.path)
-            diff = unified_diff(rel, change.before or "", change.after or "")
-            self.out.write(self._colour_diff(diff))
+        self.out.write(await asyncio.to_thread(self._diffs, proposal))
         self.out.flush()
         if not self.yes:
             answer = await self._prompt(f"apply {proposal.description}? [y/N/reason] ")
@@ -109,6 +106,15 @@ class TerminalPort:
         if self._mid_line:
             self.out.write("\n")
             self._mid_line = False
+
+    def _diffs(self, proposal: EditProposal) -> str:
+        """The proposal's diffs as shown, paths relative to the working folder (reads it)."""
+        diffs = []
+        for change in proposal.changes:
+            rel = os.path.relpath(change.path)
+            diff = unified_diff(rel, change.before or "", change.after or "")
+            diffs.append(self._colour_diff(diff))
+        return "".join(diffs)
 
     def _colour_diff(self, diff: str) -> str:
         if not self.color:

@@ -27,7 +27,7 @@ from lsp_agent.port import Document, EditorPort
 from lsp_agent.safety.sandbox import Sandbox
 from lsp_agent.tools import files, patch, shell
 from lsp_agent.tools.editing import EditTools
-from lsp_agent.tools.gate import Denied, Emit, Gate
+from lsp_agent.tools.gate import Denied, Emit, Gate, shown
 from lsp_agent.tools.propose import Proposer
 from lsp_agent.tools.reads import ChangeWitness, Reads
 from lsp_agent.tools.results import EditCounts, ToolResult
@@ -299,6 +299,7 @@ class Toolbox:
             _call_text(name, args),
             readable=self.spills.existing(),
             emit=turn.emit,
+            previewed=turn.review,
         )
 
     def _rule_path(self, path: str) -> str:
@@ -448,8 +449,9 @@ def _patch_paths(args: Mapping[str, Any]) -> list[str]:
 def _call_text(name: str, args: Mapping[str, Any]) -> str:
     """The call in short, for a question or a refusal."""
     if name == "bash":
-        command = str(args.get("command", ""))
-        return f"the command `{command if len(command) <= 300 else command[:297] + '...'}`"
+        # Whole: a question must never hide the end of a command (the judge refuses commands
+        # too long to show).
+        return f"the command `{shown(str(args.get('command', '')))}`"
     if isinstance(args.get("path"), str):
         return f"{name} on {args['path']}"
     return name

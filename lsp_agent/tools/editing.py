@@ -120,6 +120,7 @@ class EditTools:
                 Planned(
                     change.rel,
                     FileChange(change.path, change.before, change.after, version, bom),
+                    change.hunks,
                 )
             )
         described = patch.describe(planned)

@@ -1,16 +1,20 @@
 """The permission gate every tool call passes: allow, ask the user, or deny.
 
-`safety.permissions.decide` judges the call in code; the gate turns an `ask` into a question to the
-user through the editor port, with a time limit (`questionTimeout`): no answer by then counts as
-Deny, and so does a dismissed question or a client that cannot ask. While a question is open the
-turn's events say so (`question`: open, then answered, timedOut or withdrawn); a question the
-turn no longer waits for (cancelled, timed out) is withdrawn from the editor by the port.
+`safety.permissions.decide` judges the call in code, in a worker thread (it looks at the
+workspace and may ask git about its history: the editor must not wait for it); the gate turns an
+`ask` into a question to the user through the editor port, with a time limit
+(`questionTimeout`): no answer by then counts as Deny, and so does a dismissed question or a
+client that cannot ask. The question shows the whole command, with characters that could hide
+part of it made visible. While a question is open the turn's events say so (`question`: open,
+then answered, timedOut or withdrawn); a question the turn no longer waits for (cancelled,
+timed out) is withdrawn from the editor by the port.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +24,7 @@ from lsp_agent.errors import ToolError
 from lsp_agent.port import EditorPort
 from lsp_agent.safety import permissions
 from lsp_agent.safety.sandbox import Sandbox
+from lsp_agent.tools.shell import run_env
 
 _STRICTNESS = {permissions.ALLOW: 0, permissions.ASK: 1, permissions.DENY: 2}
 
@@ -69,31 +74,44 @@ class Gate:
         *,
         readable: Sequence[Path],
         emit: Emit,
+        previewed: bool = True,
     ) -> dict[str, Any] | None:
         """Decide a call on `subjects` (one per file a patch touches; the strictest wins).
 
         Returns the `permission` event when the user was asked (None when allowed outright);
-        raises `Denied` when it must not run. `what` names the call in the question.
+        raises `Denied` when it must not run. `what` names the call in the question;
+        `previewed` says whether the user sees an edit before it lands (mode `review`).
         """
         settings = self.settings()
         rules = [permissions.Rule.from_setting(raw) for raw in settings.permissions]
-        sandboxed = True
-        if name == "bash":
-            # The first call probes the machine with a real sandboxed command: off the loop.
-            sandbox = self.sandbox
-            sandboxed = (await asyncio.to_thread(lambda: sandbox.availability)).sandboxed
-        verdicts = [
-            permissions.decide(
-                name,
-                subject,
-                rules=rules,
-                session=self.session_rules,
-                root=self.root,
-                sandboxed=sandboxed,
-                readable=readable,
-            )
-            for subject in subjects
-        ]
+        sandbox = self.sandbox
+        session = self.session_rules
+        # The terminal's --yes applies edits unseen: no preview asks the user then either.
+        previewed = previewed and name not in self.auto_approve
+
+        def decide_all() -> tuple[bool, list[permissions.Verdict]]:
+            # The first call probes the machine with a real sandboxed command.
+            sandboxed = sandbox.availability.sandboxed if name == "bash" else True
+            path = run_env()["PATH"] if name == "bash" else None
+            verdicts = [
+                permissions.decide(
+                    name,
+                    subject,
+                    rules=rules,
+                    session=session,
+                    root=self.root,
+                    sandboxed=sandboxed,
+                    readable=readable,
+                    scanner=sandbox.scanner,
+                    history=sandbox.repository.secrets,
+                    path=path,
+                    previewed=previewed,
+                )
+                for subject in subjects
+            ]
+            return sandboxed, verdicts
+
+        sandboxed, verdicts = await asyncio.to_thread(decide_all)
         verdict = max(verdicts, key=lambda v: _STRICTNESS[v.decision])
         if verdict.decision == permissions.ALLOW:
             return None
@@ -103,7 +121,7 @@ class Gate:
                 "another form; find another way, or tell the user what you need.",
                 {"name": name, "decision": "deny", "asked": False, "reason": verdict.reason},
             )
-        if name in self.auto_approve and sandboxed:
+        if name in self.auto_approve and sandboxed and verdict.unattended:
             return {"name": name, "decision": "allow", "asked": False, "reason": verdict.reason}
         answer, unanswered = await self._ask(
             name, _question(name, what, verdict.reason, sandboxed), settings, emit
@@ -154,12 +172,37 @@ class Gate:
 
 
 def _question(name: str, what: str, reason: str, sandboxed: bool) -> str:
-    """The `window/showMessageRequest` text for an `ask`."""
+    """The `window/showMessageRequest` text for an `ask`: the whole call, the reason last."""
     if name == "bash" and not sandboxed:
         return (
             f"lsp-agent wants to run {what} UNSANDBOXED: no sandbox is available on this "
             f"machine, so it could change or read anything you can. ({reason})"
         )
     if name == "bash":
-        return f"lsp-agent wants to run {what} in the sandbox: {reason}."
+        return f"lsp-agent wants to run {what} in the sandbox. Asked because {reason}."
     return f"lsp-agent wants to use {what}: {reason}."
+
+
+def shown(command: str) -> str:
+    """`command` whole, as a question shows it: characters that could hide or reorder part of
+    it (control characters, ANSI escapes, bidirectional overrides, zero-width characters) are
+    written as escapes; newlines and tabs stay."""
+    return "".join(_visible(char) for char in command)
+
+
+def _visible(char: str) -> str:
+    code = ord(char)
+    if char in "\n\t":
+        return char
+    hidden = (
+        code < 0x20
+        or 0x7F <= code <= 0x9F
+        or 0x200B <= code <= 0x200F
+        or 0x2028 <= code <= 0x202E
+        or 0x2060 <= code <= 0x2069
+        or code == 0xFEFF
+        or unicodedata.category(char) in ("Cf", "Co", "Cn")
+    )
+    if not hidden:
+        return char
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"

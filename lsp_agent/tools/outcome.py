@@ -2,10 +2,16 @@
 
 An editor may apply something other than what was proposed: VS Code's Refactor Preview lets the
 user untick hunks, a user may type over the new text before the check, and some clients answer
-`applied: true` for edits they skipped. `hunk_outcomes(before, proposed, landed)` compares the
-three texts with a 3-way alignment (base = before, ours = proposed, theirs = landed) and says, per
-hunk of the proposal: accepted, rejected, or modified by the user (with the user's version as a
-small diff); `LandingReport.message(path)` is what the model is told. Pure: no I/O.
+`applied: true` for edits they skipped. `hunk_outcomes(before, proposed, landed, hunks)` says,
+per hunk: accepted, rejected, or modified by the user (with the user's version as a small
+diff); `LandingReport.message(path)` is what the model is told.
+
+The hunks are the model's own when it sent them (`apply_patch`: `ProposedHunk`, placed where
+the patch put them), else the hunks of the diff the editor showed (`edit_file`). The landed
+text is first read as the text before with each hunk either applied or left out, the
+unchanged lines between hunks compared as they are: a file full of repeated lines cannot shift
+a hunk onto its neighbour's lines. Only when the user also typed, so that no such reading
+exists, does a 3-way alignment (base = before, ours = proposed, theirs = landed) decide. Pure.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from dataclasses import dataclass
 
 import merge3
 
-from lsp_agent.text import split_lines, unified_diff
+from lsp_agent.text import changed_lines, equal_ends, split_lines, unified_diff
 from lsp_agent.tools.rebase import PatienceMatcher
 
 ACCEPTED = "accepted"
@@ -24,6 +30,22 @@ MODIFIED = "modified"
 
 DIFF_LINES = 20
 """A modified hunk's diff is shown only up to this many lines."""
+
+
+@dataclass(frozen=True)
+class ProposedHunk:
+    """One hunk as the model sent it, where it was placed."""
+
+    number: int
+    """1-based, as the model numbered it within the file's section."""
+    label: str
+    """How the model can tell which one it is (`@@ def greet():`, `starting 'x = 1'`)."""
+    start: int
+    """The first line (0-based) it replaces in the text before."""
+    old: tuple[str, ...]
+    """The lines it replaces, with their endings."""
+    new: tuple[str, ...]
+    """The lines it puts there, with their endings."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +68,8 @@ class HunkOutcome:
     landed: str
     """The lines there now."""
     last_number: int = 0
+    label: str = ""
+    """The model's name for the hunk, when the model sent hunks (`apply_patch`)."""
 
     @property
     def numbers(self) -> str:
@@ -78,6 +102,8 @@ class LandingReport:
 
     hunks: tuple[HunkOutcome, ...]
     others: tuple[OtherChange, ...] = ()
+    total: int = 0
+    """How many hunks the proposal had."""
 
     @property
     def exact(self) -> bool:
@@ -90,7 +116,7 @@ class LandingReport:
 
     def message(self, path: str) -> str:
         """What the model is told about the edit to `path`."""
-        total = self.hunks[-1].last_number or self.hunks[-1].number if self.hunks else 0
+        total = self.total or max((h.last_number or h.number for h in self.hunks), default=0)
         if self.exact:
             return f"applied: {path} (all {total} hunks as proposed)"
         if not self.hunks or all(h.status == REJECTED for h in self.hunks):
@@ -105,6 +131,8 @@ class LandingReport:
         lines = [head + ":"]
         for hunk in self.hunks:
             where = _lines(hunk.start, hunk.end)
+            if hunk.label:
+                where = f"{hunk.label}, {where}"
             if hunk.status == ACCEPTED:
                 lines.append(f"- {hunk.numbers} ({where}): accepted")
             elif hunk.status == REJECTED:
@@ -127,26 +155,170 @@ class LandingReport:
         return "\n".join(lines)
 
 
-def hunk_outcomes(before: str, proposed: str, landed: str) -> LandingReport:
-    """Compare what landed with what was proposed, hunk by hunk of the proposal."""
+def hunk_outcomes(
+    before: str, proposed: str, landed: str, hunks: Sequence[ProposedHunk] = ()
+) -> LandingReport:
+    """Compare what landed with what was proposed, per hunk: the model's `hunks` when they
+    still describe `before` → `proposed`, else the hunks of the diff between the two."""
     base, ours, theirs = split_lines(before), split_lines(proposed), split_lines(landed)
+    placed = _placed(base, ours, hunks) or _diff_hunks(base, ours)
+    report = _read_as_subset(base, theirs, placed)
+    if report is None:
+        report = _aligned(base, ours, theirs, placed)
+    return report
+
+
+def _placed(
+    base: list[str], ours: list[str], hunks: Sequence[ProposedHunk]
+) -> list[ProposedHunk] | None:
+    """The model's hunks where they are in `base` (moved down or up when the user's typing
+    was merged in above them), checked against `ours`; None when they do not describe it."""
+    if not hunks:
+        return None
+    out: list[ProposedHunk] = []
+    low = delta = 0
+    for hunk in sorted(hunks, key=lambda h: h.start):
+        old, new = list(hunk.old), list(hunk.new)
+        size = len(old)
+        start: int | None = None
+        if (
+            hunk.start >= low
+            and _fits(base, ours, hunk.start, delta, old, new)
+            and base[low : hunk.start] == ours[low + delta : hunk.start + delta]
+        ):
+            start = hunk.start
+        else:
+            # The lines between hunks are equal on both sides: walk them until the hunk fits.
+            at = low
+            while at + size <= len(base):
+                if _fits(base, ours, at, delta, old, new):
+                    start = at
+                    break
+                if at + delta >= len(ours) or base[at] != ours[at + delta]:
+                    break
+                at += 1
+        if start is None:
+            return None
+        out.append(ProposedHunk(hunk.number, hunk.label, start, hunk.old, hunk.new))
+        low = start + size
+        delta += len(new) - size
+    if base[low:] != ours[low + delta :]:
+        return None
+    return out
+
+
+def _fits(
+    base: list[str], ours: list[str], start: int, delta: int, old: list[str], new: list[str]
+) -> bool:
+    """Whether `old` is at `start` in `base` and `new` at `start + delta` in `ours`."""
+    return (
+        base[start : start + len(old)] == old
+        and ours[start + delta : start + delta + len(new)] == new
+    )
+
+
+def _diff_hunks(base: list[str], ours: list[str]) -> list[ProposedHunk]:
+    """The hunks of the line diff `before` → `proposed`, found as the editor's text edits are
+    (equal head and tail lines first, then the middle), so that the hunks a user can untick
+    are these."""
+    head, tail = equal_ends(base, ours)
+    middle_a, middle_b = base[head : len(base) - tail], ours[head : len(ours) - tail]
+    return [
+        ProposedHunk(
+            number,
+            "",
+            head + i1,
+            tuple(base[head + i1 : head + i2]),
+            tuple(ours[head + j1 : head + j2]),
+        )
+        for number, (i1, i2, j1, j2) in enumerate(changed_lines(middle_a, middle_b), 1)
+    ]
+
+
+def _read_as_subset(
+    base: list[str], theirs: list[str], hunks: Sequence[ProposedHunk]
+) -> LandingReport | None:
+    """The landed text read as `base` with each hunk applied or left out; None when it is not
+    one (the user typed something else too). Where both readings fit, a hunk counts as
+    accepted: the editor said it applied the edit."""
+    gaps: list[tuple[int, int]] = []
+    low = 0
+    for hunk in hunks:
+        gaps.append((low, hunk.start))
+        low = hunk.start + len(hunk.old)
+    gaps.append((low, len(base)))
+    # reach[i]: landed positions where the gap before hunk i can start → how we got there.
+    reach: list[dict[int, tuple[int, str]]] = [{0: (-1, "")}]
+    for i, hunk in enumerate(hunks):
+        a, b = gaps[i]
+        gap = base[a:b]
+        step: dict[int, tuple[int, str]] = {}
+        for position in reach[i]:
+            if theirs[position : position + len(gap)] != gap:
+                continue
+            at = position + len(gap)
+            for status, lines in ((ACCEPTED, hunk.new), (REJECTED, hunk.old)):
+                if theirs[at : at + len(lines)] == list(lines):
+                    step.setdefault(at + len(lines), (position, status))
+        if not step:
+            return None
+        reach.append(step)
+    a, b = gaps[-1]
+    ends = [p for p in reach[-1] if theirs[p:] == base[a:b]]
+    if not ends:
+        return None
+    statuses: list[tuple[str, int]] = []  # (status, where the hunk starts in theirs)
+    position = ends[0]
+    for i in range(len(hunks), 0, -1):
+        previous, status = reach[i][position]
+        size = len(hunks[i - 1].new if status == ACCEPTED else hunks[i - 1].old)
+        statuses.append((status, position - size))
+        position = previous
+    statuses.reverse()
+    outcomes = []
+    for hunk, (status, at) in zip(hunks, statuses, strict=True):
+        size = len(hunk.new if status == ACCEPTED else hunk.old)
+        outcomes.append(
+            HunkOutcome(
+                hunk.number,
+                status,
+                at + 1,
+                at + size,
+                "".join(hunk.old),
+                "".join(hunk.new),
+                "".join(theirs[at : at + size]),
+                label=hunk.label,
+            )
+        )
+    return LandingReport(tuple(outcomes), (), len(hunks))
+
+
+def _aligned(
+    base: list[str], ours: list[str], theirs: list[str], hunks: Sequence[ProposedHunk]
+) -> LandingReport:
+    """The outcome by a 3-way alignment, when the user changed more than which hunks landed;
+    each changed region is reported as the hunks whose lines it covers."""
     merger = merge3.Merge3(base, ours, theirs, sequence_matcher=PatienceMatcher)
-    hunks: list[HunkOutcome] = []
+    outcomes: list[HunkOutcome] = []
     others: list[OtherChange] = []
-    number = 0
+    counter = 0
     iz = ia = ib = 0
     for zmatch, zend, amatch, aend, bmatch, bend in merger.find_sync_regions():
         z_part, a_part, b_part = base[iz:zmatch], ours[ia:amatch], theirs[ib:bmatch]
         if a_part != z_part:
-            count = _hunk_count(base[iz:zmatch], ours[ia:amatch])
-            first, number = number + 1, number + count
+            covered = [h for h in hunks if _covers(h, iz, zmatch)]
+            if covered:
+                first, last = covered[0].number, covered[-1].number
+            else:
+                first = last = counter + 1
+            counter = max(counter, last)
             if b_part == a_part:
                 status = ACCEPTED
             elif b_part == z_part:
                 status = REJECTED
             else:
                 status = MODIFIED
-            hunks.append(
+            outcomes.append(
                 HunkOutcome(
                     first,
                     status,
@@ -155,26 +327,25 @@ def hunk_outcomes(before: str, proposed: str, landed: str) -> LandingReport:
                     "".join(z_part),
                     "".join(a_part),
                     "".join(b_part),
-                    last_number=number if count > 1 else 0,
+                    last_number=last if last > first else 0,
+                    label=covered[0].label if len(covered) == 1 else "",
                 )
             )
         elif b_part != z_part:
             others.append(OtherChange(ib + 1, bmatch))
         iz, ia, ib = zend, aend, bend
-    return LandingReport(tuple(hunks), tuple(others))
+    return LandingReport(tuple(outcomes), tuple(others), max(len(hunks), counter))
 
 
-def _hunk_count(base: Sequence[str], ours: Sequence[str]) -> int:
-    """How many separate hunks base → ours is (more than one when the user's typing joined
-    neighbouring hunks of the proposal into one unaligned region)."""
-    blocks = PatienceMatcher(None, base, ours).get_matching_blocks()
-    count = 0
-    i = j = 0
-    for x, y, size in blocks:
-        if x > i or y > j:
-            count += 1
-        i, j = x + size, y + size
-    return max(count, 1)
+def _covers(hunk: ProposedHunk, start: int, end: int) -> bool:
+    """Whether the region [start, end) of the text before holds a line of `hunk` (or, for a
+    region or hunk of no lines, touches it)."""
+    first, last = hunk.start, hunk.start + len(hunk.old)
+    if first == last:
+        return start <= first <= end
+    if start == end:
+        return first <= start <= last
+    return first < end and start < last
 
 
 def _lines(start: int, end: int) -> str:

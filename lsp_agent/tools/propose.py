@@ -26,10 +26,10 @@ from lsp_agent.errors import ToolError
 from lsp_agent.port import Document, EditorPort, EditOutcome, EditProposal, FileChange
 from lsp_agent.text import unified_diff
 from lsp_agent.tools import syntax
-from lsp_agent.tools.outcome import hunk_outcomes
+from lsp_agent.tools.outcome import ProposedHunk, hunk_outcomes
 from lsp_agent.tools.reads import Reads
 from lsp_agent.tools.rebase import rebase
-from lsp_agent.tools.results import EditCounts, ToolResult
+from lsp_agent.tools.results import EditCounts, Landed, ToolResult
 from lsp_agent.tools.workspace import Workspace
 
 REBASE_ATTEMPTS = 3
@@ -46,6 +46,8 @@ class Planned:
     rel: str
     """The path relative to the workspace, as the model wrote it."""
     change: FileChange
+    hunks: tuple[ProposedHunk, ...] = ()
+    """The model's own hunks (`apply_patch`), which the report of what landed is about."""
 
 
 @dataclass(frozen=True)
@@ -221,9 +223,13 @@ class Proposer:
         told: list[str] = []
         diffs: list[str] = []
         unconfirmed: list[str] = []
+        changed: list[Landed] = []
         for item in pinned.planned:
             change = item.change
             landed, confirmed = await self._landed(change)
+            now = change.after if not confirmed else landed.text if landed is not None else None
+            if now != change.before:
+                changed.append(Landed(change.path, change.before, now))
             if change.after is None:
                 self.reads.forget(change.path, "you deleted it")
                 if landed is not None:
@@ -257,6 +263,7 @@ class Proposer:
                 ok=True,
                 summary=f"{summary} (changed by the user)"[:200],
                 edits=edits,
+                landed=tuple(changed),
             )
         diff = "".join(diffs)
         return ToolResult(
@@ -264,6 +271,7 @@ class Proposer:
             ok=True,
             summary=f"{summary} ({_diff_size(diff)})"[:200],
             edits=edits,
+            landed=tuple(changed),
         )
 
     async def _landed(self, change: FileChange) -> tuple[Document | None, bool]:
@@ -292,7 +300,8 @@ class Proposer:
         # again from <file_changes>.
         self.reads.landed_as(change.path, landed.text)
         self.reads.forget(change.path, "the user changed your edit before keeping it")
-        return hunk_outcomes(change.before or "", change.after, landed.text).message(item.rel)
+        report = hunk_outcomes(change.before or "", change.after, landed.text, item.hunks)
+        return report.message(item.rel)
 
 
 async def syntax_guard(rel: str, before: str | None, after: str) -> None:

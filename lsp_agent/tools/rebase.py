@@ -281,7 +281,9 @@ class PatienceMatcher:
         blocks: list[tuple[int, int, int]] = []
         prev_i = prev_j = 0
         for i, j in [*unique_anchors(a, b), (len(a), len(b))]:
-            if prev_i < i and prev_j < j:
+            if prev_i < i and a[prev_i:i] == b[prev_j:j]:
+                blocks.append((prev_i, prev_j, i - prev_i))  # equal between anchors: the usual
+            elif prev_i < i and prev_j < j:
                 matcher = difflib.SequenceMatcher(None, a[prev_i:i], b[prev_j:j], autojunk=False)
                 for x, y, size in matcher.get_matching_blocks():
                     if size:

@@ -9,6 +9,17 @@ from typing import Any
 from lsp_agent.context.cap import Excerpt
 
 
+@dataclass(frozen=True)
+class Landed:
+    """One file an accepted edit changed: what it held before and holds now (None: absent).
+
+    Kept in the transcript so that the whole turn can be undone later (`lspAgent.undoTurn`)."""
+
+    path: Path
+    before: str | None
+    after: str | None
+
+
 @dataclass
 class ToolResult:
     """What a tool call produced, for the model and for the editor's event stream."""
@@ -30,6 +41,8 @@ class ToolResult:
     denied."""
     paths: tuple[str, ...] = ()
     """For edit tools: the workspace-relative files the call touched or tried to."""
+    landed: tuple[Landed, ...] = ()
+    """For edit tools: each file the accepted edit changed, before and after."""
 
 
 @dataclass

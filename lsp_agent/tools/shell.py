@@ -15,6 +15,7 @@ import shutil
 import signal
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from lsp_agent.context.cap import Excerpt, Spills
 from lsp_agent.errors import ToolError
@@ -25,6 +26,8 @@ READ_CHUNK = 64 * 1024
 DRAIN_GRACE_S = 2.0
 """After a kill, how long to wait for the last holders of the output pipe to let go."""
 MAX_TIMEOUT_S = 3600.0
+_STREAM_LIMIT = 64 * 1024
+"""The output pipe's buffer limit (asyncio's default for a subprocess)."""
 
 
 @dataclass(frozen=True)
@@ -69,26 +72,27 @@ async def run_command(
     timeout = min(max(timeout, 0.1), MAX_TIMEOUT_S)
     stream = spills.stream(limit, "bash")
     started = time.monotonic()
-    with sandbox.command([shell(), "-c", command], spill_dir=spills.directory()) as launch:
+    spill_dir = await asyncio.to_thread(spills.directory)
+    async with sandbox.running([shell(), "-c", command], spill_dir=spill_dir) as launch:
         spawning = asyncio.ensure_future(
-            asyncio.create_subprocess_exec(
-                *launch.argv,
+            _start(
+                launch.argv,
                 pass_fds=launch.pass_fds,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.STDOUT,
                 cwd=sandbox.root,
-                env={**_env(), **launch.env},
+                env={**run_env(), **launch.env},
                 start_new_session=True,  # its own process group, killed as a whole
             )
         )
         try:
-            process = await asyncio.shield(spawning)
+            process, has_exited = await asyncio.shield(spawning)
         except asyncio.CancelledError:
             # Cancelled while starting: the process may exist already. Let the start finish,
             # then kill it, so that nothing is left running.
             with contextlib.suppress(Exception):
-                started_process = await spawning
+                started_process, _ = await spawning
                 _kill_group(started_process)
                 await asyncio.wait_for(started_process.wait(), DRAIN_GRACE_S)
             stream.close()
@@ -101,7 +105,7 @@ async def run_command(
                 stream.feed(chunk)
 
         pumping = asyncio.ensure_future(pump())
-        exited = asyncio.ensure_future(_exit_of(process))
+        exited = asyncio.ensure_future(has_exited.wait())
         try:
             done, _ = await asyncio.wait({exited}, timeout=timeout)
             timed_out = not done
@@ -124,11 +128,30 @@ async def run_command(
     )
 
 
-async def _exit_of(process: asyncio.subprocess.Process) -> None:
-    # Not `process.wait()`: depending on the Python version it also waits for the output pipe
-    # to close, which a background child that inherited it keeps open.
-    while process.returncode is None:
-        await asyncio.sleep(0.05)
+async def _start(
+    argv: list[str], **options: Any
+) -> tuple[asyncio.subprocess.Process, asyncio.Event]:
+    """`asyncio.create_subprocess_exec(*argv, **options)`, and an event set when the process
+    exits. Not `process.wait()`: depending on the Python version it also waits for the output
+    pipe to close, which a background child that inherited it keeps open."""
+    loop = asyncio.get_running_loop()
+    transport, protocol = await loop.subprocess_exec(
+        lambda: _TellsExit(_STREAM_LIMIT, loop), *argv, **options
+    )
+    return asyncio.subprocess.Process(transport, protocol, loop), protocol.exited
+
+
+class _TellsExit(asyncio.subprocess.SubprocessStreamProtocol):
+    """asyncio's protocol for a process with pipes, which also sets an event when it exits."""
+
+    def __init__(self, limit: int, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(limit, loop)
+        self.exited = asyncio.Event()
+        """Set once the process has exited (its output may still be open)."""
+
+    def process_exited(self) -> None:
+        super().process_exited()
+        self.exited.set()
 
 
 async def _settle(pumping: asyncio.Future[None], process: asyncio.subprocess.Process) -> None:
@@ -154,7 +177,7 @@ async def _settle(pumping: asyncio.Future[None], process: asyncio.subprocess.Pro
         await process.wait()
 
 
-def _env() -> dict[str, str]:
+def run_env() -> dict[str, str]:
     """The command's environment; `rg` reachable even when only lsp-agent's environment has it
     (the `ripgrep` package installs it beside the interpreter, maybe not on PATH)."""
     env = command_env()

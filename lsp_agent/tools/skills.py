@@ -1,4 +1,4 @@
-"""Skills (DESIGN §5.1): task instructions the model loads on demand, and the tools they unlock.
+"""Skills: task instructions the model loads on demand, and the tools they unlock.
 
 A skill is `.agents/skills/<name>/SKILL.md`: front matter with `name`, `description` and an
 optional `tools` list, then the instructions. `discover` finds them; `prompt_section` lists each

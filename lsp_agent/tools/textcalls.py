@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lsp_agent.model.provider import ToolCall
+from lsp_agent.messages import ToolCall
 
 _THINK = re.compile(r"^\s*<think>.*?</think>", re.DOTALL)
 _TAGGED = re.compile(

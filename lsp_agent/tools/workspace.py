@@ -22,6 +22,7 @@ import pathspec
 
 from lsp_agent.errors import ToolError
 from lsp_agent.port import Document
+from lsp_agent.safety.protected import off_limits
 
 BINARY_SNIFF_BYTES = 8192
 """How much of a file is checked for a NUL byte before it is called binary."""
@@ -32,24 +33,12 @@ MAX_FILE_BYTES = 20 * 1024 * 1024
 _URI_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+://")
 _UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 
+_SECRET_HINT = "these files hold credentials; ask the user for any value you need"
 _PROTECTED_HINTS = {
     ".git": "inspect history with git commands through bash (git log, git show, git diff)",
     ".env": "these files hold secrets; ask the user for any value you need",
     ".venv": "installed packages are not part of the project; work on the project's own files",
 }
-
-
-def protected_component(part: str) -> str | None:
-    """The protected name `part` falls under (`.git`, `.env`, `.venv`), or None.
-
-    Compared case-insensitively: on macOS and Windows `.GIT` is the same directory as `.git`.
-    """
-    folded = part.casefold()
-    if folded in (".git", ".venv"):
-        return folded
-    if folded.startswith(".env"):
-        return ".env"
-    return None
 
 
 class Workspace:
@@ -115,11 +104,12 @@ class Workspace:
         inside = resolved.relative_to(self.root)
         for parts in (self._lexical_parts(raw), inside.parts):
             for part in parts:
-                name = protected_component(part)
+                name = off_limits(part)
                 if name is not None:
                     raise ToolError(
-                        f"protected path refused: {path} (.git, .env*, .venv are off limits "
-                        f"for reading and writing); {_PROTECTED_HINTS[name]}",
+                        f"protected path refused: {path} (.git, .env*, .venv and credential "
+                        f"files are off limits for reading and writing); "
+                        f"{_PROTECTED_HINTS.get(name, _SECRET_HINT)}",
                         reason="path",
                     )
         if for_write and self.read_only:

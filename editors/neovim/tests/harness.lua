@@ -110,20 +110,43 @@ function H.setup(settings, options)
   end
   require("lsp_agent").setup(opts)
   H.result.nvim = ("%d.%d"):format(vim.version().major, vim.version().minor)
-  -- Record what the user is told.
-  local notify = vim.notify
-  vim.notify = function(message, level, ...)
+  -- Record what the user is told, and copy it to stderr for a failing test's report. Not through
+  -- Neovim's messages: headless Neovim has no screen on which to dismiss a hit-enter prompt, and
+  -- 0.7.2 then waits at it for ever, or panics on the way out.
+  vim.notify = function(message, level)
     table.insert(H.result.notifications, { message = message, level = level })
-    return notify(message, level, ...)
+    io.stderr:write(tostring(message) .. "\n")
   end
-  -- Record every review as it opens: its text is what the user reads.
+  -- Record every review as it arrives: its text is what the user reads.
   vim.api.nvim_create_autocmd("User", {
     pattern = "LspAgentReview",
     callback = function()
-      local bufnr = vim.api.nvim_get_current_buf()
-      table.insert(H.result.reviews, vim.api.nvim_buf_get_lines(bufnr, 0, -1, false))
+      local pending = require("lsp_agent.decisions").pending()
+      local review = pending[#pending]
+      table.insert(H.result.reviews, vim.api.nvim_buf_get_lines(review:buffer(), 0, -1, false))
     end,
   })
+end
+
+--- The kind of the decision in the current window ("review", "question"), or nil.
+function H.current_decision()
+  local win = vim.api.nvim_get_current_win()
+  for _, decision in ipairs(require("lsp_agent.decisions").pending()) do
+    if decision.win == win then
+      return decision
+    end
+  end
+  return nil
+end
+
+--- Go to the waiting decision as the user does (`:LspAgent review`) and wait until its window
+--- has the cursor.
+function H.go_to_decision(kind)
+  vim.cmd("LspAgent review")
+  return H.wait_for("the " .. kind .. " window to have the cursor", function()
+    local decision = H.current_decision()
+    return decision and decision.kind == kind and decision
+  end)
 end
 
 --- Answer the next `vim.ui.select` by typing `keys` when it shows its list, and record the
@@ -142,14 +165,25 @@ function H.answer_select(keys)
   end
 end
 
---- Answer the agent's questions (permission requests) by typing `keys` for each, in order.
+--- Answer the agent's questions (permission requests) in order, each with the choice titled
+--- `answers[i]`: go to the question (`:LspAgent review`), put the cursor on that choice, <CR>.
 --- @param answers string[]
 function H.answer_questions(answers)
   vim.api.nvim_create_autocmd("User", {
     pattern = "LspAgentQuestion",
     callback = function()
       H.result.questions = H.result.questions + 1
-      H.feed(answers[H.result.questions] or "<Esc>")
+      local wanted = answers[H.result.questions] or "Deny"
+      vim.schedule(function()
+        vim.cmd("LspAgent review")
+        local question = H.current_decision()
+        for line, index in pairs(question and question.choices or {}) do
+          if question.actions[index].title == wanted then
+            vim.api.nvim_win_set_cursor(0, { line, 0 })
+            H.feed("<CR>")
+          end
+        end
+      end)
     end,
   })
 end
@@ -170,11 +204,13 @@ function H.reviews()
   return #H.result.reviews
 end
 
---- Wait for review number `n` to be on screen (the current buffer).
+--- Wait for review number `n` to arrive, then go to it as the user does (`:LspAgent review`).
 function H.wait_review(n)
   H.wait_for("review " .. n, function()
-    return H.reviews() >= n and vim.api.nvim_buf_get_name(0):match("lsp%-agent://review/") ~= nil
+    local first = require("lsp_agent.decisions").pending()[1]
+    return H.reviews() >= n and first ~= nil and first.kind == "review"
   end)
+  H.go_to_decision("review")
 end
 
 --- The lines of the answer buffer.
@@ -219,6 +255,47 @@ function H.wait_turn(status, count)
       counted = counted or line:match("^_edits:") ~= nil
     end
     return counted or not edited
+  end)
+end
+
+--- The chat of the (one) workspace, once `:LspAgent chat` made it.
+function H.chat()
+  local _, chat = next(require("lsp_agent.state").chats)
+  return chat
+end
+
+--- The lines of the chat's conversation.
+function H.chat_lines()
+  local chat = H.chat()
+  return chat and vim.api.nvim_buf_get_lines(chat.conversation, 0, -1, false) or {}
+end
+
+--- The lines of the chat's input.
+function H.input_lines()
+  local chat = H.chat()
+  return chat and vim.api.nvim_buf_get_lines(chat.input, 0, -1, false) or {}
+end
+
+--- Wait until the chat's conversation shows `count` turns ended with `status` (default
+--- "completed") and no turn runs.
+function H.wait_chat_turn(count, status)
+  status = status or "completed"
+  H.wait_for(("%d chat turn(s) to end with %s"):format(count, status), function()
+    local ended = 0
+    for _, line in ipairs(H.chat_lines()) do
+      if line == "_" .. status .. "_" or line:match("^%*%*" .. status .. "%*%*") then
+        ended = ended + 1
+      end
+    end
+    return ended >= count and require("lsp_agent").status() == ""
+  end)
+end
+
+--- Wait until the chat has drawn its conversation from the server's history.
+function H.wait_chat_loaded()
+  H.wait_for("the chat's conversation", function()
+    local chat = H.chat()
+    return chat and chat.loaded and not chat.loading
   end)
 end
 

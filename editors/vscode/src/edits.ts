@@ -126,6 +126,28 @@ export function diffTextEdits(before: string, after: string): TextEdit[] {
     }
     const a = splitLinesKeepEnds(before);
     const b = splitLinesKeepEnds(after);
+    const starts = lineStarts(before);
+    const lineOffset = (line: number): number =>
+        line < starts.length ? (starts[line] as number) : before.length;
+    // `a`'s lines are `before`'s lines, so line i starts at starts[i] (an empty text has none).
+    return diffLines(a, b).map((hunk) => {
+        const startOffset = lineOffset(hunk.aStart);
+        const endOffset = hunk.aEnd >= a.length ? before.length : lineOffset(hunk.aEnd);
+        return {
+            range: {
+                start: positionAt(before, startOffset, starts),
+                end: positionAt(before, endOffset, starts),
+            },
+            newText: b.slice(hunk.bStart, hunk.bEnd).join(''),
+        };
+    });
+}
+
+/**
+ * The hunks (runs of changed lines) that turn the lines `a` into the lines `b`, in order:
+ * `a[aStart:aEnd]` becomes `b[bStart:bEnd]`; an insertion has `aStart == aEnd`.
+ */
+export function diffLines(a: readonly string[], b: readonly string[]): Hunk[] {
     let prefix = 0;
     while (prefix < a.length && prefix < b.length && a[prefix] === b[prefix]) {
         prefix++;
@@ -138,25 +160,15 @@ export function diffTextEdits(before: string, after: string): TextEdit[] {
     ) {
         suffix++;
     }
-    const hunks = middleHunks(a.slice(prefix, a.length - suffix), b.slice(prefix, b.length - suffix));
-    const starts = lineStarts(before);
-    const lineOffset = (line: number): number =>
-        line < starts.length ? (starts[line] as number) : before.length;
-    // `a`'s lines are `before`'s lines, so line i starts at starts[i] (an empty text has none).
-    return hunks.map((hunk) => {
-        const startOffset = lineOffset(prefix + hunk.aStart);
-        const endOffset = prefix + hunk.aEnd >= a.length ? before.length : lineOffset(prefix + hunk.aEnd);
-        return {
-            range: {
-                start: positionAt(before, startOffset, starts),
-                end: positionAt(before, endOffset, starts),
-            },
-            newText: b.slice(prefix + hunk.bStart, prefix + hunk.bEnd).join(''),
-        };
-    });
+    return middleHunks(a.slice(prefix, a.length - suffix), b.slice(prefix, b.length - suffix)).map((hunk) => ({
+        aStart: hunk.aStart + prefix,
+        aEnd: hunk.aEnd + prefix,
+        bStart: hunk.bStart + prefix,
+        bEnd: hunk.bEnd + prefix,
+    }));
 }
 
-interface Hunk {
+export interface Hunk {
     aStart: number;
     aEnd: number;
     bStart: number;

@@ -1,12 +1,14 @@
 /**
- * LSP Agent for VS Code: wires the language client, the output, the review and the commands.
- * The agent lives in the server; this extension holds UI only.
+ * LSP Agent for VS Code: wires the language client, the output, the chat view, the review, the
+ * questions and the commands. The agent lives in the server; this extension holds UI only.
  */
 import * as vscode from 'vscode';
 import { createLog, traceInfo } from './common/log';
 import { Server } from './common/server';
 import { workspaceRoot } from './common/settings';
+import { ChatView } from './chat/view';
 import { Output } from './output';
+import { ANSWER_COMMAND, Questions } from './questions';
 import { Review } from './review';
 import { Turns } from './turns';
 
@@ -16,6 +18,11 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     const log = createLog();
     const output = new Output(workspaceRoot()?.uri.fsPath);
     let turns: Turns | undefined;
+    let chat: ChatView | undefined;
+    const questions = new Questions(
+        () => turns?.sessionOfRunningTurn(),
+        (session) => chat?.showsQuestionsOf(session) === true,
+    );
     const review = new Review({
         toCode: async (edit) => {
             const client = await server?.ensure();
@@ -28,17 +35,33 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     server = new Server(context, log, {
         onEvent: (event) => turns?.onEvent(event),
         onApplyEdit: (params, token) => review.handle(params, token),
-        onStateChange: (running) => {
-            if (running) {
+        onQuestion: (params, token) => questions.handle(params, token),
+        onStateChange: (state, message) => {
+            output.setServer(state, message);
+            chat?.setServer(state, message);
+            if (state === 'running') {
                 void turns?.refreshStatus();
             } else {
-                output.setStatus(undefined, undefined);
+                // What the server was waiting for went with its connection.
+                questions.closeAll('the server stopped');
+                review.dismiss('the server stopped');
             }
         },
     });
-    turns = new Turns(server, output, review);
+    questions.onDidChange((count) => output.setQuestions(count));
+    chat = new ChatView(context, server, questions, review, workspaceRoot()?.uri.fsPath);
+    turns = new Turns(
+        server,
+        [output, chat],
+        review,
+        questions,
+        (status, session) => output.setStatus(status, session),
+        (count) => output.setRunning(count),
+    );
     const agent = turns;
     const running = server;
+    const conversation = chat;
+    conversation.attach(agent);
 
     const register = (id: string, handler: (...args: unknown[]) => unknown): void => {
         context.subscriptions.push(vscode.commands.registerCommand(id, handler));
@@ -59,7 +82,11 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     register('lsp-agent.acceptEdit', () => review.accept());
     register('lsp-agent.rejectEdit', () => review.reject());
     register('lsp-agent.nextFile', () => review.nextFile());
-    context.subscriptions.push(output, review, server, log);
+    register(ANSWER_COMMAND, () => questions.answer());
+    register('lsp-agent.openChat', () => conversation.show());
+    register('lsp-agent.openChatInEditor', () => conversation.openInEditor());
+    register('lsp-agent.undoTurn', () => conversation.undo());
+    context.subscriptions.push(output, conversation, review, questions, server, log);
 
     if (workspaceRoot()) {
         void server.ensure();

@@ -1,14 +1,17 @@
 /**
  * Protocol names of the lsp-agent server, mirrored once from `lsp_agent/lsp/names.py`, and the shapes
- * of what the server sends (DESIGN §3). Every other module takes these names from here.
+ * of what the server sends. Every other module takes these names from here.
  */
 
 /** `workspace/executeCommand` commands. */
 export const ASK = 'lspAgent.ask';
+export const START = 'lspAgent.start';
 export const CANCEL = 'lspAgent.cancel';
 export const NEW_SESSION = 'lspAgent.newSession';
 export const SESSIONS = 'lspAgent.sessions';
 export const STATUS = 'lspAgent.status';
+export const HISTORY = 'lspAgent.history';
+export const UNDO_TURN = 'lspAgent.undoTurn';
 
 /** Server → client notification for every step of a turn. */
 export const EVENT = 'lspAgent/event';
@@ -16,7 +19,20 @@ export const EVENT = 'lspAgent/event';
 /** The settings section, in `initializationOptions` and `workspace/configuration`. */
 export const SETTINGS_SECTION = 'lspAgent';
 
-/** Every setting the server reads from the editor (DESIGN §4), except `apiKey`. */
+/** Where the client says, in `initializationOptions`, what it does itself. */
+export const CLIENT_SECTION = 'lspAgentClient';
+
+/** What this client declares under `CLIENT_SECTION`. */
+export interface ClientInfo {
+    /** Send `lspAgent/event` notifications. */
+    events: boolean;
+    /** The client shows answers and progress itself: no `window/showMessage` or `showDocument` for them. */
+    showsAnswers: boolean;
+    /** How to name a setting in messages to this user; `%s` is the key. */
+    settingName: string;
+}
+
+/** Every setting the server reads from the editor (`lsp_agent/config.py`), except `apiKey`. */
 export const SERVER_SETTINGS = [
     'baseUrl',
     'model',
@@ -28,10 +44,13 @@ export const SERVER_SETTINGS = [
     'toolOutputCap',
     'stubChars',
     'commandTimeout',
+    'questionTimeout',
     'maxTurns',
     'mode',
     'permissions',
     'readOnlyPaths',
+    'prices',
+    'codeActions',
 ] as const;
 
 export type ServerSetting = (typeof SERVER_SETTINGS)[number];
@@ -71,13 +90,59 @@ export interface SessionInfo {
     title?: string;
     /** Absolute path of the session's JSONL transcript. */
     transcript?: string;
+    /** The workspace folder's URI. */
+    folder?: string;
 }
 
 export interface SessionStatus {
     session: string;
     running: boolean;
     contextTokens?: number;
+    contextWindow?: number;
     turns?: number;
+    /** What the session's model calls used since it was loaded. */
+    usage?: { inputTokens?: number; cachedInputTokens?: number; outputTokens?: number; cost?: number };
+}
+
+/** One displayable item of `lspAgent.history`; `type` says which fields it has. */
+export interface HistoryItem {
+    type: 'prompt' | 'answer' | 'tool' | 'question' | 'edit' | 'compaction' | 'undo' | 'usage' | 'status' | string;
+    turn: number;
+    text?: string;
+    selection?: { path: string; startLine: number; endLine: number } | null;
+    id?: string | number;
+    name?: string;
+    args?: unknown;
+    ok?: boolean | null;
+    summary?: string | null;
+    result?: string;
+    permission?: { decision?: string; reason?: string; scope?: string } | null;
+    state?: string;
+    answer?: string | null;
+    path?: string;
+    applied?: boolean;
+    undoable?: boolean;
+    strategy?: string;
+    before?: number;
+    after?: number;
+    undid?: number;
+    files?: string[];
+    inputTokens?: number;
+    cachedTokens?: number;
+    outputTokens?: number;
+    calls?: number;
+    cost?: number;
+    status?: string;
+    error?: string | null;
+}
+
+/** What `lspAgent.undoTurn` answers. */
+export interface UndoResult {
+    turn: number;
+    files: string[];
+    proposed: boolean;
+    applied: boolean;
+    refused?: Array<{ path: string; why: string }>;
 }
 
 export interface Status {
@@ -96,13 +161,51 @@ interface EventBase {
     turn: number;
 }
 
-export type AgentEvent = EventBase &
+export type QuestionState = 'open' | 'answered' | 'timedOut' | 'withdrawn';
+
+/** A question to the user (a permission), as the event stream tells its life. */
+export interface QuestionEvent extends EventBase {
+    kind: 'question';
+    id: string | number;
+    state: QuestionState;
+    name: string;
+    text: string;
+    actions?: string[];
+    timeoutSeconds?: number;
+    answer?: string | null;
+}
+
+/** What one model call used (after each call). */
+export interface UsageEvent extends EventBase {
+    kind: 'usage';
+    inputTokens?: number;
+    cachedTokens?: number;
+    outputTokens?: number;
+    contextTokens?: number;
+    contextWindow?: number;
+    cost?: number | null;
+}
+
+/** The first event of every turn. */
+export interface StartEvent extends EventBase {
+    kind: 'start';
+    prompt?: string;
+    continuing?: boolean;
+    turns?: number;
+    message?: string;
+}
+
+/** The steps of a turn that carry nothing beyond their kind's fields. */
+export type StepEvent = EventBase &
     (
         | { kind: 'text'; text: string }
         | { kind: 'tool'; name: string; args?: unknown }
-        | { kind: 'toolResult'; name: string; ok: boolean; summary?: string }
+        | { kind: 'toolResult'; name: string; ok: boolean; summary?: string; result?: string }
         | { kind: 'edit'; uri: string; applied: boolean }
-        | { kind: 'permission'; name: string; decision: string }
-        | { kind: 'compaction'; strategy: string; before: number; after: number }
+        | { kind: 'permission'; name: string; decision: string; asked?: boolean; reason?: string; scope?: string }
+        | { kind: 'compaction'; strategy: string; before?: number; after?: number; phase?: string }
         | { kind: 'status'; status: TurnStatus | string; error?: string }
     );
+
+/** One `lspAgent/event`; kinds this client does not know are ignored. */
+export type AgentEvent = StartEvent | QuestionEvent | UsageEvent | StepEvent;

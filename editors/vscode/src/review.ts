@@ -2,6 +2,13 @@
  * The review of `workspace/applyEdit`: every edit the agent proposes opens in VS Code's diff
  * editor (the file as it is ↔ the proposed text, editable), and is applied only when the user
  * accepts it, as the proposed side then reads. The answer tells the server what really happened.
+ *
+ * When the user types in a file while its edit is under review, the proposed side follows: it
+ * shows the proposal merged onto the user's text (the same 3-way merge as the server's), so their
+ * new lines never show as "removed". The edit was made for an older version of the file, so the
+ * decision goes back to the server as stale; the server merges the edit onto the new text and
+ * sends it again, and that edit, if it is the one the user saw, gets their decision without a
+ * second review. If it is not (the user typed on), the review opens again and says why.
  */
 import * as path from 'node:path';
 import * as vscode from 'vscode';
@@ -14,6 +21,9 @@ import type {
 import { traceError, traceInfo } from './common/log';
 import { reviewMode } from './common/settings';
 import { applyTextEdits, diffTextEdits, TextEdit } from './edits';
+import { reopenedMessage } from './messages';
+import { notify } from './notify';
+import { Decided, rebase, sameDecision } from './rebase';
 
 export const PROPOSED_SCHEME = 'lsp-agent-proposed';
 const ORIGINAL_SCHEME = 'lsp-agent-original';
@@ -36,6 +46,12 @@ interface FileChange {
     before: string;
     /** The text the edit makes, shown on the proposed side. */
     proposed: string;
+    /** The file's text the proposed side applies to: `before`, or the user's text it followed. */
+    base: string;
+    /** The agent's proposal applied to `base` (without the user's retouches of the proposed side). */
+    agent: string;
+    /** The line of a change of the user's the proposal cannot follow (too close to its own). */
+    conflict?: number;
     proposedUri: vscode.Uri;
     originalUri: vscode.Uri;
 }
@@ -51,9 +67,19 @@ type Operation = { kind: 'file'; change: FileChange } | { kind: 'rename'; rename
 interface Decision {
     accept: boolean;
     reason?: string;
+    /** Not the user's decision: the turn ended, or the server stopped. */
+    dismissed?: boolean;
 }
 
 class Refusal extends Error {}
+
+/** An edit whose review is on screen, as the chat shows it. */
+export interface ReviewShown {
+    /** The edit's label, without the `lsp-agent: ` prefix. */
+    label: string;
+    /** The files it changes, relative to the workspace. */
+    files: string[];
+}
 
 /** What `Review` needs from the language client. */
 export interface ReviewClient {
@@ -66,17 +92,28 @@ export class Review implements vscode.Disposable {
     private readonly disposables: vscode.Disposable[] = [];
     private queue: Promise<unknown> = Promise.resolve();
     private current: Pending | undefined;
+    /** A decision taken on a review whose files had moved on, for the edit the server sends again. */
+    private decided: (Decided & { labels: string[] }) | undefined;
     private counter = 0;
     private readonly reviewing = new vscode.EventEmitter<string | undefined>();
     /** Fires what the user is asked to do when a review opens, undefined when it closes. */
     readonly onDidChangeReviewing = this.reviewing.event;
+    private readonly opened = new vscode.EventEmitter<ReviewShown | undefined>();
+    /** Fires the edit under review when its review opens, undefined when it closes. */
+    readonly onDidChangeReview = this.opened.event;
 
     constructor(private readonly client: ReviewClient) {
         this.disposables.push(
             this.reviewing,
+            this.opened,
             vscode.workspace.registerFileSystemProvider(PROPOSED_SCHEME, this.proposedFiles, { isCaseSensitive: true }),
             vscode.workspace.registerTextDocumentContentProvider(ORIGINAL_SCHEME, { provideTextDocumentContent: () => '' }),
             vscode.window.tabGroups.onDidChangeTabs(() => this.current?.checkTabs()),
+            vscode.workspace.onDidChangeTextDocument((change) => {
+                if (change.contentChanges.length > 0) {
+                    this.current?.fileChanged(change.document);
+                }
+            }),
         );
         void setReviewing(undefined);
     }
@@ -101,6 +138,10 @@ export class Review implements vscode.Disposable {
             if (mode === 'auto' || !needsConfirmation(params.edit)) {
                 return await this.apply(operations, finalsAsProposed(operations));
             }
+            const replayed = await this.replay(params, operations);
+            if (replayed) {
+                return replayed;
+            }
             const run = this.queue.then(() => this.review(params, operations, token));
             this.queue = run.catch(() => undefined);
             return await run;
@@ -117,6 +158,11 @@ export class Review implements vscode.Disposable {
 
     async accept(): Promise<void> {
         this.current?.decide({ accept: true });
+    }
+
+    /** Bring the diffs of the edit under review to the front. */
+    async reveal(): Promise<void> {
+        await this.current?.reveal();
     }
 
     /** Reject the edit under review, with the reason the user gives (Escape: back to the review). */
@@ -144,12 +190,64 @@ export class Review implements vscode.Disposable {
 
     /** Reject every edit under review (the turn ended or was cancelled). */
     dismiss(reason: string): void {
-        this.current?.decide({ accept: false, reason });
+        this.current?.decide({ accept: false, reason, dismissed: true });
+        this.decided = undefined;
+    }
+
+    /**
+     * An `edit` event: what became of an edit. An accepted edit that the server did not send
+     * again and did not apply could not be merged onto the user's text: say so.
+     */
+    onEditOutcome(uri: string, applied: boolean): void {
+        const decided = this.decided;
+        const file = vscode.Uri.parse(uri).toString(); // as the edit's URIs were read
+        if (!decided || !decided.files.some((f) => f.uri === file)) {
+            return;
+        }
+        this.decided = undefined;
+        if (decided.accept && !applied) {
+            void notify(
+                'warning',
+                `LSP Agent: the edit of ${decided.labels.join(', ')} you accepted was not applied: you had changed lines ` +
+                    `next to the agent's change, so the agent was told to redo it on your text.`,
+            );
+        }
     }
 
     dispose(): void {
         this.dismiss('the extension was deactivated');
         this.disposables.forEach((d) => d.dispose());
+    }
+
+    /**
+     * The edit the server sent again after a decision on its files' older version: the same
+     * decision when it is the edit the user saw (merged onto the same text), else undefined (and
+     * the user is told why the review is back).
+     */
+    private async replay(
+        params: ApplyWorkspaceEditParams,
+        operations: Operation[],
+    ): Promise<ApplyWorkspaceEditResult | undefined> {
+        const decided = this.decided;
+        this.decided = undefined;
+        if (!decided) {
+            return undefined;
+        }
+        const changes = fileChanges(operations);
+        const arrived = changes.map((c) => ({ uri: c.uri.toString(), version: c.version, proposed: c.proposed }));
+        if (!sameDecision(decided, arrived)) {
+            if (arrived.some((file) => decided.files.some((f) => f.uri === file.uri))) {
+                void notify('info', reopenedMessage(decided.labels));
+            }
+            return undefined;
+        }
+        traceInfo(`${shortLabel(params.label)}: sent again for the text the user decided on; their decision stands`);
+        if (!decided.accept) {
+            return { applied: false, failureReason: decided.reason };
+        }
+        const accepted = (change: FileChange): string =>
+            decided.files.find((f) => f.uri === change.uri.toString())?.accepted ?? change.proposed;
+        return this.apply(operations, new Map(changes.map((change) => [change, accepted(change)])));
     }
 
     /** Split the edit into file changes and renames, with each file's text now and as proposed. */
@@ -169,6 +267,8 @@ export class Review implements vscode.Disposable {
                     existed: false,
                     before: '',
                     proposed: '',
+                    base: '',
+                    agent: '',
                     proposedUri: vscode.Uri.from({ scheme: PROPOSED_SCHEME, path: virtualPath }),
                     originalUri: vscode.Uri.from({ scheme: ORIGINAL_SCHEME, path: virtualPath }),
                 };
@@ -237,14 +337,15 @@ export class Review implements vscode.Disposable {
         }
         const replaced = change.create && (!change.existed || change.create.overwrite);
         let text = replaced ? '' : change.before;
+        change.base = change.before;
         if (change.remove) {
-            change.proposed = '';
+            change.proposed = change.agent = '';
             return;
         }
         for (const group of change.edits) {
             text = applyTextEdits(text, group);
         }
-        change.proposed = text;
+        change.proposed = change.agent = text;
     }
 
     /** Show the diffs, wait for the decision, apply what the proposed sides hold. */
@@ -260,8 +361,11 @@ export class Review implements vscode.Disposable {
         for (const change of changes) {
             this.proposedFiles.put(change.proposedUri, change.proposed);
         }
-        const pending = new Pending(params.label, changes, operations);
+        const pending = new Pending(params.label, changes, operations, this.proposedFiles, (message) =>
+            this.reviewing.fire(message),
+        );
         this.current = pending;
+        this.opened.fire({ label: shortLabel(params.label), files: changes.map((change) => change.label) });
         const cancelled = token.onCancellationRequested(() =>
             pending.decide({ accept: false, reason: 'the server cancelled the request' }),
         );
@@ -272,6 +376,7 @@ export class Review implements vscode.Disposable {
             this.reviewing.fire(`review ${shortLabel(params.label)}: Accept Edit or Reject Edit`);
             await pending.show();
             decision = await pending.decided;
+            await pending.followed();
             if (decision.accept) {
                 finals = new Map(changes.map((change) => [change, this.proposedText(change)]));
             }
@@ -279,26 +384,73 @@ export class Review implements vscode.Disposable {
             cancelled.dispose();
             this.current = undefined;
             this.reviewing.fire(undefined);
+            this.opened.fire(undefined);
             await setReviewing(undefined);
             await pending.close();
             changes.forEach((change) => this.proposedFiles.remove(change.proposedUri));
+        }
+        const moved: FileChange[] = [];
+        for (const change of changes) {
+            if (change.existed && (await currentText(change.uri)) !== change.before) {
+                moved.push(change);
+            }
+        }
+        // An edit pinned to a version the server merges and sends again; an unpinned one is
+        // applied here, merged, unless the merge failed.
+        const pinned = moved.some((change) => typeof change.version === 'number');
+        const conflict = moved.some((change) => change.conflict !== undefined);
+        const dismissed = decision.dismissed === true || token.isCancellationRequested;
+        if (moved.length > 0 && !dismissed && (pinned || conflict || !finals)) {
+            return this.decidedOnMovedFiles(changes, moved, decision, finals);
         }
         if (!finals) {
             return { applied: false, failureReason: decision.reason };
         }
         const unchanged =
             operations.every((op) => op.kind === 'file') &&
-            changes.every((change) => !change.create && !change.remove && finals?.get(change) === change.before);
+            changes.every((change) => !change.create && !change.remove && finals?.get(change) === change.base);
         if (unchanged) {
             return { applied: false, failureReason: 'the user reverted every change of the edit in the review' };
         }
         return this.apply(operations, finals);
     }
 
+    /**
+     * The user decided while their typing moved the files on from the version the edit was made
+     * for. The edit cannot be applied as it was sent: the server is told it is stale, and the
+     * decision is kept for the edit it sends again, merged onto the user's text.
+     */
+    private decidedOnMovedFiles(
+        changes: FileChange[],
+        moved: FileChange[],
+        decision: Decision,
+        finals: Map<FileChange, string> | undefined,
+    ): ApplyWorkspaceEditResult {
+        const files = [];
+        for (const change of changes) {
+            const version = openDocument(change.uri)?.version;
+            if (version === undefined) {
+                continue;
+            }
+            const accepted = finals?.get(change);
+            files.push({ uri: change.uri.toString(), version, proposed: change.agent, accepted });
+        }
+        const labels = moved.map((change) => change.label);
+        this.decided = { accept: decision.accept, reason: decision.reason, files, labels };
+        const names = labels.join(', ');
+        const what = decision.accept ? 'the user accepted the edit merged onto their text' : 'the user rejected the edit';
+        traceInfo(`${names} changed under the review: ${what}; told the server the edit is stale`);
+        return {
+            applied: false,
+            failureReason: decision.accept
+                ? `${names} changed in the editor while the edit was under review: ${what}; send it again for the current text`
+                : decision.reason,
+        };
+    }
+
     /** The proposed side's text, with the user's unsaved changes to it. */
     private proposedText(change: FileChange): string {
-        const document = vscode.workspace.textDocuments.find((d) => d.uri.toString() === change.proposedUri.toString());
-        return document?.getText() ?? this.proposedFiles.text(change.proposedUri) ?? change.proposed;
+        return proposedSideText(change, this.proposedFiles);
     }
 
     /** Apply the operations with each file's final text; say whether it all landed. */
@@ -309,7 +461,7 @@ export class Review implements vscode.Disposable {
                 continue;
             }
             const now = await currentText(change.uri);
-            if (now !== change.before) {
+            if (now !== change.base) {
                 throw new Refusal(`${change.label} changed while the edit was under review: nothing was applied; read it again`);
             }
         }
@@ -332,7 +484,7 @@ export class Review implements vscode.Disposable {
             } else if (change.create && (!change.existed || change.create.overwrite)) {
                 edit.createFile(change.uri, { overwrite: change.create.overwrite, contents: Buffer.from(final, 'utf8') });
             } else {
-                for (const textEdit of diffTextEdits(change.before, final)) {
+                for (const textEdit of diffTextEdits(change.base, final)) {
                     edit.replace(change.uri, toRange(textEdit), textEdit.newText);
                 }
             }
@@ -370,15 +522,99 @@ class Pending {
     private shown = false;
     private done = false;
     private status: vscode.Disposable | undefined;
+    /** The proposed sides following the user's typing, one change at a time. */
+    private following: Promise<void> = Promise.resolve();
 
     constructor(
         private readonly label: string | undefined,
         private readonly changes: FileChange[],
         private readonly operations: Operation[],
+        private readonly proposedFiles: ProposedFileSystem,
+        /** Tell the user what the review is waiting for (the progress notification). */
+        private readonly say: (message: string) => void,
     ) {
         this.decided = new Promise<Decision>((resolve) => {
             this.resolve = resolve;
         });
+    }
+
+    /** The user (or a tool) changed `document`: when it is a file under review, follow it. */
+    fileChanged(document: vscode.TextDocument): void {
+        const change = this.changes.find(
+            (c) => c.existed && !c.create && !c.remove && c.uri.toString() === document.uri.toString(),
+        );
+        if (change && !this.done) {
+            this.following = this.following
+                .then(() => this.follow(change))
+                .catch((error) => traceError('following the typing failed', error));
+        }
+    }
+
+    /** Resolves once the proposed sides have followed every change seen so far. */
+    followed(): Promise<void> {
+        return this.following;
+    }
+
+    /** Move the proposed side of `change` onto the file's text now, keeping the user's retouches. */
+    private async follow(change: FileChange): Promise<void> {
+        for (let attempt = 0; attempt < 3 && !this.done; attempt++) {
+            const current = await currentText(change.uri);
+            if (current === undefined || current === change.base) {
+                this.setConflict(change, undefined);
+                return;
+            }
+            const side = proposedSideText(change, this.proposedFiles);
+            const merged = rebase(change.base, side, current);
+            const agent = rebase(change.base, change.agent, current);
+            if ('conflict' in merged) {
+                this.setConflict(change, merged.conflict.line);
+                return;
+            }
+            if ('conflict' in agent) {
+                this.setConflict(change, agent.conflict.line);
+                return;
+            }
+            if (await this.replaceProposedSide(change, side, merged.text)) {
+                change.base = current;
+                change.agent = agent.text;
+                this.setConflict(change, undefined);
+                this.say(`${change.label} changed: the proposal now applies to your text. Accept Edit or Reject Edit`);
+                return;
+            }
+            // The proposed side changed under us (the user typed there too): read both again.
+        }
+    }
+
+    /** Put `text` on the proposed side, as an edit of its document when one is open (undo works). */
+    private async replaceProposedSide(change: FileChange, side: string, text: string): Promise<boolean> {
+        const document = vscode.workspace.textDocuments.find((d) => d.uri.toString() === change.proposedUri.toString());
+        if (!document) {
+            this.proposedFiles.put(change.proposedUri, text);
+            return true;
+        }
+        if (document.getText() !== side) {
+            return false;
+        }
+        const edit = new vscode.WorkspaceEdit();
+        for (const textEdit of diffTextEdits(side, text)) {
+            edit.replace(change.proposedUri, toRange(textEdit), textEdit.newText);
+        }
+        return vscode.workspace.applyEdit(edit);
+    }
+
+    private setConflict(change: FileChange, line: number | undefined): void {
+        const was = change.conflict;
+        change.conflict = line;
+        if (line !== undefined && was === undefined) {
+            const where = line > 0 ? ` (line ${line})` : '';
+            this.say(`${change.label}: you changed lines next to the agent's change; Accept Edit sends it back to the agent`);
+            void notify(
+                'warning',
+                `LSP Agent: you changed ${change.label} next to the agent's change${where}, so the review cannot show ` +
+                    `the proposal on your text. Accept Edit sends the edit back to the agent to redo on your text; ` +
+                    `Reject Edit drops it.`,
+            );
+        }
     }
 
     decide(decision: Decision): void {
@@ -407,6 +643,14 @@ class Pending {
         );
         this.shown = true;
         this.checkTabs();
+    }
+
+    /** Show the edit's first file again (its diffs may be behind other tabs). */
+    async reveal(): Promise<void> {
+        const first = this.changes[0];
+        if (first) {
+            await this.open(first);
+        }
     }
 
     async showNext(): Promise<void> {
@@ -538,6 +782,12 @@ class ProposedFileSystem implements vscode.FileSystemProvider {
     rename(): void {
         throw vscode.FileSystemError.NoPermissions('the proposed files are managed by LSP Agent');
     }
+}
+
+/** The proposed side's text, with the user's unsaved changes to it. */
+function proposedSideText(change: FileChange, files: ProposedFileSystem): string {
+    const document = vscode.workspace.textDocuments.find((d) => d.uri.toString() === change.proposedUri.toString());
+    return document?.getText() ?? files.text(change.proposedUri) ?? change.proposed;
 }
 
 /** The edit's label without the server's `lsp-agent: ` prefix. */

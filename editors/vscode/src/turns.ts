@@ -1,13 +1,16 @@
 /**
  * The commands that talk to the agent: Ask (with or without the selection), Cancel, sessions,
- * transcript and status. Each is one `workspace/executeCommand` of the server (DESIGN §3).
+ * transcript and status. Each is one `workspace/executeCommand` of the server.
+ *
+ * A turn is shown by views (`TurnView`): the output channel today; a chat view is another view of
+ * the same turns and events.
  */
 import * as vscode from 'vscode';
 import { CancellationTokenSource, ExecuteCommandRequest, LanguageClient } from 'vscode-languageclient/node';
 import { traceError } from './common/log';
 import { Server } from './common/server';
-import { TurnWriter } from './events';
-import { Output, TurnProgress } from './output';
+import { notify } from './notify';
+import { TurnProgress } from './progress';
 import {
     AgentEvent,
     ASK,
@@ -17,14 +20,48 @@ import {
     NEW_SESSION,
     SESSIONS,
     SessionInfo,
+    Range,
     STATUS,
     Status,
 } from './protocol';
+import { Questions } from './questions';
 import { Review } from './review';
+import type { SelectionRef } from './chat/model';
 
-interface Turn {
+/** One Ask, from the prompt to its result. */
+export interface Turn {
+    prompt: string;
+    /** What the user pointed at (`file, lines A-B`), for Ask About Selection. */
+    where?: string;
+    /** The session the Ask was sent to (undefined: the server's most recent one). */
+    readonly target?: string;
+    /** The session it runs in, once the server said (first event, or the result). */
     session?: string;
-    writer: TurnWriter;
+    /** What the user pointed at, as a file and lines. */
+    selection?: SelectionRef;
+    /** Asked from the chat view (which shows it): no notification, no output channel brought up. */
+    fromChat?: boolean;
+}
+
+/** What an Ask sends besides the prompt, when it does not read the active editor itself. */
+export interface AskOptions {
+    uri?: string;
+    range?: Range;
+    selection?: SelectionRef;
+    fromChat?: boolean;
+}
+
+/** Something that shows turns as they run. */
+export interface TurnView {
+    turnStarted(turn: Turn): void;
+    turnEvent(turn: Turn, event: AgentEvent): void;
+    /** The turn ended: with the server's result, or with the error that ended the request. */
+    turnEnded(turn: Turn, outcome: { result: AskResult } | { error: string; cancelled: boolean }): void;
+    /** A line of the extension's own (status, new session), shown between turns. */
+    note(markdown: string): void;
+}
+
+interface Running extends Turn {
     progress: TurnProgress;
     request: CancellationTokenSource;
     cancelling: boolean;
@@ -33,12 +70,18 @@ interface Turn {
 export class Turns {
     /** The session the next Ask continues (undefined: the server's most recent one). */
     private session: string | undefined;
-    private readonly running = new Set<Turn>();
+    private readonly running = new Set<Running>();
+    private readonly sessionChanged = new vscode.EventEmitter<string | undefined>();
+    /** Fires the session the next Ask continues, when it changes. */
+    readonly onDidChangeSession = this.sessionChanged.event;
 
     constructor(
         private readonly server: Server,
-        private readonly output: Output,
+        private readonly views: readonly TurnView[],
         private readonly review: Review,
+        private readonly questions: Questions,
+        private readonly onStatus: (status: Status | undefined, session: string | undefined) => void,
+        private readonly onRunning: (count: number) => void,
     ) {
         review.onDidChangeReviewing((message) => {
             for (const turn of this.running) {
@@ -47,11 +90,74 @@ export class Turns {
         });
     }
 
-    /** Ask the agent; `prompt` skips the input box. With `withSelection`, sends the file and selection. */
-    async ask(prompt?: string, withSelection = false): Promise<AskResult | undefined> {
+    /** The session the next Ask continues (undefined: the server's most recent one). */
+    get currentSession(): string | undefined {
+        return this.session;
+    }
+
+    /** Make `session` the one the next Ask continues. */
+    select(session: string | undefined): void {
+        if (session !== this.session) {
+            this.session = session;
+            this.sessionChanged.fire(session);
+        }
+    }
+
+    /** Whether a turn of `session` runs (undefined: a turn whose session is not known yet). */
+    isRunning(session: string | undefined): boolean {
+        return [...this.running].some((turn) => turn.session === session || (turn.session === undefined && turn.target === session));
+    }
+
+    /** The running turn of `session`, if any. */
+    runningTurn(session: string): Turn | undefined {
+        return [...this.running].find((turn) => turn.session === session);
+    }
+
+    /** Cancel the running turn of `session`. */
+    async cancelSession(session: string | undefined): Promise<void> {
+        const turn = [...this.running].find((t) => t.session === session || (t.session === undefined && t.target === session));
+        if (turn) {
+            await this.cancelTurn(turn);
+        }
+    }
+
+    /** The session of the one turn running, for a question that arrives now. */
+    sessionOfRunningTurn(): string | undefined {
+        const turns = [...this.running];
+        return turns.length === 1 ? turns[0]?.session : undefined;
+    }
+
+    /**
+     * Ask the agent; `prompt` skips the input box. With `withSelection`, sends the active editor's
+     * file and selection; `options` sends what the chat view chose instead.
+     */
+    async ask(prompt?: string, withSelection = false, options: AskOptions = {}): Promise<AskResult | undefined> {
+        const busy = [...this.running].find(
+            (turn) => turn.target === this.session || (this.session !== undefined && turn.session === this.session),
+        );
+        if (busy) {
+            // The server runs one turn per session: a second Ask would only be refused.
+            const message = `LSP Agent: the agent is still working on “${shorten(busy.prompt)}”. Wait for its answer, or cancel it first.`;
+            void notify('info', message, [{ title: 'Cancel Turn', run: () => this.cancelTurn(busy) }]);
+            return undefined;
+        }
+        if (this.server.failed !== undefined && !(await this.server.ensure())) {
+            return undefined; // the server still does not start, and the user was just told why
+        }
         let where: string | undefined;
+        let selectionRef = options.selection;
         const args: Partial<AskArguments> = {};
-        if (withSelection) {
+        if (options.uri) {
+            args.uri = options.uri;
+            if (options.range) {
+                args.range = options.range;
+            }
+            if (selectionRef) {
+                where = selectionRef.startLine
+                    ? `${selectionRef.path}, lines ${selectionRef.startLine}-${selectionRef.endLine ?? selectionRef.startLine}`
+                    : selectionRef.path;
+            }
+        } else if (withSelection) {
             const editor = vscode.window.activeTextEditor;
             if (!editor || editor.document.uri.scheme !== 'file') {
                 void vscode.window.showWarningMessage('LSP Agent: open a file and select the code to ask about.');
@@ -60,11 +166,13 @@ export class Turns {
             const selection = editor.selection;
             args.uri = editor.document.uri.toString();
             where = vscode.workspace.asRelativePath(editor.document.uri, false);
+            selectionRef = { path: where };
             if (!selection.isEmpty) {
                 args.range = {
                     start: { line: selection.start.line, character: selection.start.character },
                     end: { line: selection.end.line, character: selection.end.character },
                 };
+                selectionRef = { path: where, startLine: selection.start.line + 1, endLine: selection.end.line + 1 };
                 where += `, lines ${selection.start.line + 1}-${selection.end.line + 1}`;
             }
         }
@@ -87,43 +195,53 @@ export class Turns {
         if (this.session) {
             question.session = this.session;
         }
-        const turn: Turn = {
+        const turn: Running = {
+            prompt,
+            where,
+            selection: selectionRef,
+            fromChat: options.fromChat,
+            target: this.session,
             session: this.session,
-            writer: this.output.begin(prompt, where),
-            progress: new TurnProgress(shorten(prompt), () => void this.cancelTurn(turn)),
+            progress: new TurnProgress(shorten(prompt), () => void this.cancelTurn(turn), undefined, options.fromChat),
             request: new CancellationTokenSource(),
             cancelling: false,
         };
         this.running.add(turn);
-        this.output.setRunning(this.running.size);
+        this.onRunning(this.running.size);
+        this.views.forEach((view) => view.turnStarted(turn));
         try {
             const result = (await client.sendRequest(
                 ExecuteCommandRequest.type,
                 { command: ASK, arguments: [question] },
                 turn.request.token,
             )) as AskResult;
-            this.output.append(turn.writer, turn.writer.finish(result));
-            this.session = result.session;
-            if (result.status === 'failed') {
-                void vscode.window.showErrorMessage(`LSP Agent: ${result.error ?? 'the turn failed'}`);
+            turn.session = result.session;
+            if (this.session === turn.target) {
+                this.select(result.session);
+            }
+            this.views.forEach((view) => view.turnEnded(turn, { result }));
+            if (result.status === 'failed' && !turn.fromChat) {
+                void notify('error', `LSP Agent: ${result.error ?? 'the turn failed'}`, [
+                    { title: 'Show Output', run: () => vscode.commands.executeCommand('lsp-agent.showOutput') },
+                ]);
             }
             return result;
         } catch (error) {
             const message = turn.cancelling ? 'cancelled' : errorMessage(error);
-            this.output.append(turn.writer, turn.writer.fail(message));
-            if (!turn.cancelling) {
-                void vscode.window.showErrorMessage(`LSP Agent: ${message}`, 'Show Output').then((choice) => {
-                    if (choice) {
-                        this.output.show();
-                    }
-                });
+            this.views.forEach((view) => view.turnEnded(turn, { error: message, cancelled: turn.cancelling }));
+            // A server that stopped has said so in its own notification.
+            if (!turn.cancelling && this.server.failed === undefined && !turn.fromChat) {
+                void notify('error', `LSP Agent: ${message}`, [
+                    { title: 'Show Output', run: () => vscode.commands.executeCommand('lsp-agent.showOutput') },
+                ]);
             }
             return undefined;
         } finally {
             this.running.delete(turn);
             turn.progress.done();
             turn.request.dispose();
-            this.output.setRunning(this.running.size);
+            this.onRunning(this.running.size);
+            this.questions.endTurn(turn.session, this.running.size > 0);
             if (this.running.size === 0) {
                 this.review.dismiss('the turn ended before the edit was decided');
             }
@@ -133,13 +251,24 @@ export class Turns {
 
     /** Handler of `lspAgent/event`: the step goes to the turn it belongs to. */
     onEvent(event: AgentEvent): void {
+        if (event.kind === 'question') {
+            this.questions.onEvent(event);
+        } else if (event.kind === 'edit') {
+            this.review.onEditOutcome(event.uri, event.applied);
+        }
         const turns = [...this.running];
         const turn = turns.find((t) => t.session === event.session) ?? turns.find((t) => t.session === undefined);
         if (!turn) {
             return;
         }
-        turn.session ??= event.session;
-        this.output.append(turn.writer, turn.writer.event(event));
+        if (turn.session === undefined) {
+            turn.session = event.session;
+            if (this.session === turn.target) {
+                // The next Ask continues this turn's session, and knows it is busy.
+                this.select(event.session);
+            }
+        }
+        this.views.forEach((view) => view.turnEvent(turn, event));
         turn.progress.step(event);
     }
 
@@ -152,18 +281,21 @@ export class Turns {
         await Promise.all([...this.running].map((turn) => this.cancelTurn(turn)));
     }
 
-    async newSession(): Promise<void> {
+    /** Start a new session; `quietly`: without a notification (the chat view shows it). */
+    async newSession(quietly = false): Promise<void> {
         const result = await this.execute<{ session: string }>(NEW_SESSION, {});
         if (result) {
-            this.session = result.session;
-            this.output.note(`_new session ${result.session}_`);
-            void vscode.window.showInformationMessage(`LSP Agent: new session ${result.session}; the next Ask continues it.`);
+            this.select(result.session);
+            this.note(`_new session ${result.session}_`);
+            if (!quietly) {
+                void vscode.window.showInformationMessage(`LSP Agent: new session ${result.session}; the next Ask continues it.`);
+            }
             void this.refreshStatus();
         }
     }
 
-    /** Pick a stored session: the next Ask continues it. */
-    async showSessions(): Promise<void> {
+    /** Pick a stored session: the next Ask continues it; `quietly`: without a notification. */
+    async showSessions(quietly = false): Promise<void> {
         const sessions = await this.execute<SessionInfo[]>(SESSIONS, {});
         if (!sessions) {
             return;
@@ -190,10 +322,12 @@ export class Turns {
             matchOnDetail: true,
         });
         if (picked?.create) {
-            await this.newSession();
+            await this.newSession(quietly);
         } else if (picked?.session) {
-            this.session = picked.session.session;
-            void vscode.window.showInformationMessage(`LSP Agent: the next Ask continues session ${this.session}.`);
+            this.select(picked.session.session);
+            if (!quietly) {
+                void vscode.window.showInformationMessage(`LSP Agent: the next Ask continues session ${this.session}.`);
+            }
             void this.refreshStatus();
         }
     }
@@ -219,7 +353,7 @@ export class Turns {
         if (!status) {
             return;
         }
-        this.output.setStatus(status, this.session);
+        this.onStatus(status, this.session);
         const lines = [
             '### LSP Agent status',
             `- model: \`${status.model ?? 'none'}\` (${status.provider}) at ${status.baseUrl}`,
@@ -234,15 +368,18 @@ export class Turns {
         if (status.version) {
             lines.push(`- server version ${status.version}`);
         }
-        this.output.note(lines.join('\n'));
-        this.output.show();
+        this.note(lines.join('\n'));
+        if (this.running.size > 0) {
+            vscode.window.setStatusBarMessage('$(info) LSP Agent: the status follows the running answer in the output', 10_000);
+        }
+        void vscode.commands.executeCommand('lsp-agent.showOutput');
     }
 
     /** Update the status bar from the server, quietly. */
     async refreshStatus(): Promise<void> {
         const client = this.server.running;
         if (!client) {
-            this.output.setStatus(undefined, this.session);
+            this.onStatus(undefined, this.session);
             return;
         }
         try {
@@ -250,14 +387,18 @@ export class Turns {
                 command: STATUS,
                 arguments: [{}],
             })) as Status;
-            this.output.setStatus(status, this.session);
+            this.onStatus(status, this.session);
         } catch (error) {
             traceError('reading the status failed', error);
         }
     }
 
-    private async cancelTurn(turn: Turn): Promise<void> {
-        if (turn.cancelling) {
+    private note(markdown: string): void {
+        this.views.forEach((view) => view.note(markdown));
+    }
+
+    private async cancelTurn(turn: Running): Promise<void> {
+        if (turn.cancelling || !this.running.has(turn)) {
             return;
         }
         turn.cancelling = true;
@@ -272,11 +413,12 @@ export class Turns {
                 traceError('lspAgent.cancel failed', error);
             }
         }
-        // No event yet, so no session known: cancelling the request cancels the turn (DESIGN §3).
+        // No event yet, so no session known: cancelling the request cancels the turn.
         turn.request.cancel();
     }
 
-    private async execute<T>(command: string, argument: object): Promise<T | undefined> {
+    /** Send a command to the server; an error is a notification, and undefined. */
+    async execute<T>(command: string, argument: object): Promise<T | undefined> {
         const client: LanguageClient | undefined = await this.server.ensure();
         if (!client) {
             return undefined;
@@ -284,7 +426,7 @@ export class Turns {
         try {
             return (await client.sendRequest(ExecuteCommandRequest.type, { command, arguments: [argument] })) as T;
         } catch (error) {
-            void vscode.window.showErrorMessage(`LSP Agent: ${errorMessage(error)}`);
+            void notify('error', `LSP Agent: ${errorMessage(error)}`);
             return undefined;
         }
     }

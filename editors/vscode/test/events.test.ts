@@ -1,6 +1,19 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { contextUse, describeArguments, displayUri, statusBarText, stepOf, TurnWriter } from '../src/events';
+import {
+    addUsage,
+    contextUse,
+    describeArguments,
+    displayUri,
+    emptyUsage,
+    formatDuration,
+    formatTokens,
+    OneAtATime,
+    statusBarText,
+    stepOf,
+    TurnWriter,
+    usageText,
+} from '../src/events';
 import type { AgentEvent, AskResult, Status } from '../src/protocol';
 
 const base = { session: 's1', turn: 1 };
@@ -55,6 +68,62 @@ describe('TurnWriter', () => {
                 '_edits: 2 proposed, 1 applied, 1 rejected_',
                 '',
             ].join('\n'),
+        );
+    });
+
+    it('writes a streamed code block exactly as the model wrote it, whatever the chunks', () => {
+        const answer = 'Here:\n\n```python\ndef add(a, b):\n    return a + b\n```\n\nDone.';
+        // Chunks that end in a line break, chunks that split a line, one chunk per character.
+        const cuts = [
+            answer.split(/(?<=\n)/),
+            [answer.slice(0, 7), answer.slice(7, 20), answer.slice(20)],
+            [...answer],
+        ];
+        for (const chunks of cuts) {
+            const writer = new TurnWriter();
+            const out = writer.begin('write add') + run(writer, chunks.map((text) => ({ kind: 'text', text })));
+            assert.equal(out, '\n## write add\n\n' + answer);
+        }
+    });
+
+    it('starts a paragraph after a tool line, and a tool line after text that ended mid-line', () => {
+        const writer = new TurnWriter();
+        writer.begin('go');
+        const out = run(writer, [
+            { kind: 'text', text: 'Line one.\n' },
+            { kind: 'tool', name: 'search', args: { pattern: 'x' } },
+            { kind: 'text', text: 'More.\n' },
+            { kind: 'text', text: 'And more' },
+            { kind: 'toolResult', name: 'search', ok: true, summary: '3 matches' },
+        ]);
+        assert.equal(out, '\nLine one.\n\n- `search` x\n\nMore.\nAnd more\n  ✓ 3 matches\n');
+    });
+
+    it('says when a turn continues an earlier session, and nothing when it does not', () => {
+        const writer = new TurnWriter();
+        writer.begin('again');
+        const message = 'continuing session 2f1c, 7 turns — New Session for a fresh one';
+        assert.equal(run(writer, [{ kind: 'start', continuing: false, turns: 0, message: 'new session' }]), '');
+        assert.equal(run(writer, [{ kind: 'start', continuing: true, turns: 7, message }]), `_${message}_\n`);
+    });
+
+    it('follows a question\'s life and sums the usage of the turn\'s calls', () => {
+        const writer = new TurnWriter();
+        writer.begin('run it');
+        const question = { kind: 'question', id: 1, name: 'bash', text: 'run make?', timeoutSeconds: 120 };
+        assert.equal(
+            run(writer, [{ ...question, state: 'open' }]),
+            '  question for `bash`: waiting for your answer (no answer in 2 min counts as Deny)\n',
+        );
+        assert.equal(run(writer, [{ ...question, state: 'answered', answer: 'Allow' }]), '');
+        assert.match(run(writer, [{ ...question, state: 'timedOut' }]), /nobody answered in time, so it counts as Deny/);
+        run(writer, [
+            { kind: 'usage', inputTokens: 1200, cachedTokens: 800, outputTokens: 50, contextTokens: 1250, contextWindow: 10000 },
+            { kind: 'usage', inputTokens: 1300, cachedTokens: 1200, outputTokens: 70, contextTokens: 1370, contextWindow: 10000, cost: 0.002 },
+        ]);
+        assert.equal(
+            writer.finish(result({ answer: '' })),
+            '\n_completed_\n_tokens: 2.5k in (2k cached) · 120 out · context 14% of 10k · $0.0020_\n',
         );
     });
 
@@ -122,5 +191,61 @@ describe('status bar', () => {
     it('shows model, state and context use', () => {
         assert.equal(statusBarText('qwen', false, 0.254), '$(hubot) qwen · idle · 25% context');
         assert.equal(statusBarText(null, true), '$(sync~spin) no model · running');
+        assert.equal(statusBarText('qwen', true, undefined, true), '$(question) qwen · waiting for your answer');
+    });
+});
+
+describe('figures', () => {
+    it('writes token counts and durations short', () => {
+        assert.deepEqual([950, 1000, 1250, 12_345, 999_999, 1_250_000].map(formatTokens), ['950', '1k', '1.3k', '12k', '1M', '1.3M']);
+        assert.deepEqual([45, 60, 90, 120].map(formatDuration), ['45 s', '1 min', '1 min 30 s', '2 min']);
+    });
+
+    it('ignores missing figures in usage events', () => {
+        const usage = addUsage(emptyUsage(), { session: 's', turn: 1, kind: 'usage', outputTokens: 5 });
+        assert.equal(usageText(usage), '0 in · 5 out');
+    });
+});
+
+describe('OneAtATime', () => {
+    it('never cuts the turn being written: a second turn and a note wait for its end', () => {
+        let out = '';
+        const stream = new OneAtATime<string>((text) => {
+            out += text;
+        });
+        stream.begin('first', '## one\n');
+        stream.append('first', 'The answer is forty');
+        stream.begin('second', '## two\n');
+        stream.append('second', 'Busy.\n');
+        stream.note('_status_\n');
+        stream.append('first', '-two.\n');
+        assert.equal(out, '## one\nThe answer is forty-two.\n');
+        assert.equal(stream.busy, true);
+        stream.end('first');
+        // The second turn is still running: it is written from now on as it streams.
+        assert.equal(out, '## one\nThe answer is forty-two.\n## two\nBusy.\n');
+        stream.append('second', 'Done.\n');
+        stream.end('second');
+        assert.equal(out, '## one\nThe answer is forty-two.\n## two\nBusy.\nDone.\n_status_\n');
+        assert.equal(stream.busy, false);
+    });
+
+    it('writes a turn that ended while held back whole, then moves on', () => {
+        let out = '';
+        const stream = new OneAtATime<number>((text) => {
+            out += text;
+        });
+        stream.begin(1, 'a');
+        stream.begin(2, 'b');
+        stream.begin(3, 'c');
+        stream.append(2, 'B');
+        assert.equal(stream.end(2), 'bB');
+        assert.equal(stream.end(1), undefined);
+        assert.equal(out, 'abBc');
+        stream.append(3, 'C');
+        assert.equal(out, 'abBcC');
+        stream.note('!');
+        stream.end(3);
+        assert.equal(out, 'abBcC!');
     });
 });

@@ -12,6 +12,10 @@ local M = {}
 
 M.NAME = "lsp-agent"
 
+--- Buffer variable of the chat's buffers: the workspace root they belong to, so that a command
+--- run from the chat goes to the server of that root.
+M.ROOT_VAR = "lsp_agent_root"
+
 local function normalize(path)
   local real = compat.uv.fs_realpath(path)
   return (real or path):gsub("/+$", "")
@@ -31,6 +35,11 @@ end
 --- @param bufnr integer
 --- @return string
 function M.root_for(bufnr)
+  -- The chat's buffers belong to the workspace of their chat.
+  local own = vim.b[bufnr][M.ROOT_VAR]
+  if type(own) == "string" and own ~= "" then
+    return own
+  end
   local options = config.options
   if type(options.root_dir) == "function" then
     local root = options.root_dir(bufnr)
@@ -107,6 +116,15 @@ function M.settings()
   return section
 end
 
+--- What the plugin tells the server about itself (`initializationOptions.lspAgentClient`):
+--- it wants `lspAgent/event`, shows answers and progress itself (no showMessage or
+--- showDocument with the answer), and how a message should name a setting to its user.
+M.CLIENT_INFO = {
+  events = true,
+  showsAnswers = true,
+  settingName = "setup({ settings = { %s = … } })",
+}
+
 --- Start the server for `root`; returns the client id or nil (the user was told why).
 local function start(root)
   local cmd = config.options.cmd
@@ -122,13 +140,16 @@ local function start(root)
   end
   local handlers = {
     [protocol.EVENT] = function(...)
-      return require("lsp_agent.answer").on_event(...)
+      return require("lsp_agent.events").on_event(...)
     end,
     ["workspace/applyEdit"] = function(...)
       return require("lsp_agent.review").handler(...)
     end,
     ["window/showMessageRequest"] = function(...)
       return require("lsp_agent.questions").handler(...)
+    end,
+    ["$/cancelRequest"] = function(...)
+      return require("lsp_agent.decisions").on_cancel_request(...)
     end,
   }
   local id = compat.start_client({
@@ -138,7 +159,7 @@ local function start(root)
     workspace_folders = { { uri = vim.uri_from_fname(root), name = root } },
     init_options = {
       [protocol.SETTINGS_SECTION] = M.settings(),
-      [protocol.CLIENT_SECTION] = { events = true, showsAnswers = true },
+      [protocol.CLIENT_SECTION] = M.CLIENT_INFO,
     },
     settings = { [protocol.SETTINGS_SECTION] = M.settings() },
     capabilities = capabilities(),
@@ -157,7 +178,8 @@ local function start(root)
     end,
     on_exit = function(code, signal, client_id)
       vim.schedule(function()
-        require("lsp_agent.answer").server_exited(client_id, code, signal)
+        require("lsp_agent.decisions").withdraw_all(client_id, "the server exited")
+        require("lsp_agent.events").server_exited(client_id, code, signal)
         state.forget(client_id)
       end)
     end,
@@ -178,6 +200,18 @@ local function start(root)
   return id
 end
 
+--- The client of the workspace `root`, started when `create` and none runs.
+--- @param root string
+--- @param create boolean|nil
+--- @return integer|nil client id
+function M.for_root(root, create)
+  local id = state.client_for_root(root)
+  if id or not create then
+    return id
+  end
+  return start(root)
+end
+
 --- The client for the current buffer's workspace, started when `create` and none runs.
 --- @param create boolean|nil
 --- @return integer|nil client id
@@ -189,16 +223,13 @@ function M.current(create)
     return id
   end
   -- From a buffer outside every root (the answer buffer, a help page), use a running server.
-  if vim.bo[bufnr].buftype ~= "" then
+  if vim.bo[bufnr].buftype ~= "" and not vim.b[bufnr][M.ROOT_VAR] then
     local any = next(state.clients)
     if any and vim.lsp.get_client_by_id(any) then
       return any
     end
   end
-  if create then
-    return start(root)
-  end
-  return nil
+  return M.for_root(root, create)
 end
 
 --- Call `fn(client)` once the server has answered `initialize`.
@@ -214,13 +245,26 @@ function M.when_ready(id, fn)
   end
 end
 
---- Run one of the server's commands; `callback(err, result)` gets its answer.
+--- Run one of the server's commands; `callback(err, result)` gets its answer. With a
+--- `work_done_token` the server reports the command's progress (`$/progress`) under it.
 --- @return boolean, integer|nil sent, request id
-function M.execute(client, command, argument, callback)
-  local params = { command = command, arguments = { argument or vim.empty_dict() } }
+function M.execute(client, command, argument, callback, work_done_token)
+  local params = {
+    command = command,
+    arguments = { argument or vim.empty_dict() },
+    workDoneToken = work_done_token,
+  }
   return compat.request(client, "workspace/executeCommand", params, function(err, result)
     callback(err, result)
   end, 0)
+end
+
+--- A new work-done token: the server reports the turn as `$/progress` under it, which progress
+--- plugins (fidget.nvim, lualine) show.
+--- @return string
+function M.work_done_token()
+  state.tokens = state.tokens + 1
+  return ("lsp-agent-%d"):format(state.tokens)
 end
 
 --- Stop every server this plugin started, and forget them at once (the next command must not

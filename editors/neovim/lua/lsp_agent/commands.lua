@@ -4,11 +4,14 @@ local M = {}
 --- Subcommands and what they do, in the order completion offers them.
 M.SUBCOMMANDS = {
   { "ask", "ask the agent (a range or visual selection is sent along)" },
+  { "chat", "open the chat (a range or visual selection goes with the next prompt)" },
+  { "undo", "undo the last turn that changed files (through a review)" },
   { "cancel", "cancel the running turn" },
   { "new", "start a new session" },
   { "sessions", "pick a stored session to continue" },
   { "status", "model, endpoint, sandbox and sessions in effect" },
   { "answer", "show the answer buffer" },
+  { "review", "go to the edit or question that waits for you" },
   { "restart", "stop the server (the next command starts it)" },
 }
 
@@ -28,6 +31,11 @@ function M.run(opts)
   if sub == "ask" then
     local range = opts.range and opts.range > 0 and { opts.line1, opts.line2 } or nil
     agent.ask(rest ~= "" and rest or nil, { range = range })
+  elseif sub == "chat" then
+    local range = opts.range and opts.range > 0 and { opts.line1, opts.line2 } or nil
+    agent.chat({ range = range })
+  elseif sub == "undo" then
+    agent.undo()
   elseif sub == "cancel" then
     agent.cancel()
   elseif sub == "new" then
@@ -38,6 +46,8 @@ function M.run(opts)
     agent.show_status()
   elseif sub == "answer" then
     agent.show_answer()
+  elseif sub == "review" then
+    agent.review()
   elseif sub == "restart" then
     agent.restart()
   else

@@ -107,4 +107,150 @@ function M.can_yield()
   return co ~= nil and not is_main
 end
 
+--- Discard the keys typed but not yet read, so that a prompt or a decision window gets only
+--- keys typed after it appeared.
+function M.flush_typeahead()
+  for _ = 1, 10000 do
+    if vim.fn.getchar(0) == 0 then
+      return
+    end
+  end
+end
+
+--- What a handler returns on 0.7 to 0.9 when its answer goes later (see `answer_later`).
+local LATER = setmetatable({}, {
+  __tostring = function()
+    return "lsp-agent: answered later"
+  end,
+})
+
+--- Our wrappers of Neovim's `send_response`, each to the function it wraps.
+local originals = setmetatable({}, { __mode = "k" })
+
+--- A `send_response` that sends nothing for LATER (its last argument is the result).
+local function wrap(send)
+  if originals[send] then
+    return send
+  end
+  local wrapper = function(...)
+    if select(select("#", ...), ...) == LATER then
+      return true
+    end
+    return send(...)
+  end
+  originals[wrapper] = send
+  return wrapper
+end
+
+--- The function of Neovim's RPC layer that handles the server request running now: the one
+--- whose upvalue `decoded` is the request. Returns it and its upvalues by name.
+local function request_frame()
+  for level = 3, 40 do
+    local info = debug.getinfo(level, "f")
+    if not info then
+      return nil
+    end
+    local upvalues = {}
+    for i = 1, 255 do
+      local name, value = debug.getupvalue(info.func, i)
+      if not name then
+        break
+      end
+      upvalues[name] = { index = i, value = value }
+    end
+    local decoded = upvalues.decoded and upvalues.decoded.value
+    if type(decoded) == "table" and decoded.id ~= nil and type(decoded.method) == "string" then
+      return info.func, upvalues
+    end
+  end
+  return nil
+end
+
+--- How to answer the request `frame` handles after its handler returned, or nil. The RPC layer
+--- sends what the handler returns with `send_response`: a local function in 0.7, a method of
+--- its client object from 0.8. That function learns to skip LATER, and is called again later.
+local function later_sender(frame, upvalues)
+  local send = upvalues.send_response
+  if send and type(send.value) == "function" then
+    local wrapper = wrap(send.value)
+    if wrapper ~= send.value then
+      debug.setupvalue(frame, send.index, wrapper)
+    end
+    return function(id, result)
+      originals[wrapper](id, nil, result)
+    end
+  end
+  local rpc = upvalues.self and upvalues.self.value
+  if type(rpc) == "table" and type(rpc.send_response) == "function" then
+    local wrapper = wrap(rpc.send_response)
+    rpc.send_response = wrapper
+    return function(id, result)
+      originals[wrapper](rpc, id, nil, result)
+    end
+  end
+  return nil
+end
+
+--- @class lsp_agent.Later
+--- @field id integer|string|nil the JSON-RPC id of the request (for `$/cancelRequest`)
+--- @field answer fun(result: any) send the answer (once; later calls do nothing)
+--- @field wait fun(): any what the handler returns
+
+--- Let a server request handler answer later, when the user has decided, without blocking the
+--- editor meanwhile. 0.10+ resumes the handler's coroutine. 0.7 to 0.9 answer with what the
+--- handler returns, so there the handler returns a marker the RPC layer is taught to skip, and
+--- the answer is sent by the same function when it comes. Nil when neither is possible.
+--- @return lsp_agent.Later|nil
+function M.answer_later()
+  local frame, upvalues = request_frame()
+  local id = upvalues and upvalues.decoded.value.id
+  local later = { id = id }
+  local done, value = false, nil
+  if M.can_yield() then
+    local co = coroutine.running()
+    local waiting = false
+    later.answer = function(result)
+      if done then
+        return
+      end
+      done, value = true, result
+      if waiting then
+        vim.schedule(function()
+          coroutine.resume(co, result)
+        end)
+      end
+    end
+    later.wait = function()
+      if done then
+        return value
+      end
+      waiting = true
+      return coroutine.yield()
+    end
+    return later
+  end
+  local send = frame and later_sender(frame, upvalues)
+  if not send then
+    return nil
+  end
+  local returned = false
+  later.answer = function(result)
+    if done then
+      return
+    end
+    done, value = true, result
+    if returned then
+      send(id, result)
+    end
+  end
+  later.wait = function()
+    if done then
+      return value
+    end
+    returned = true
+    return LATER
+  end
+  return later
+end
+
 return M

@@ -1,4 +1,7 @@
---- The plugin's options: defaults, and `setup()` merging the user's over them.
+--- The plugin's options: defaults, and `setup()` checking the user's and merging them over.
+---
+--- `set()` never throws: an unknown key or a bad value is a warning (with "did you mean" for a
+--- near miss) and the default stays, so a typo never aborts the rest of the user's init.lua.
 local M = {}
 
 --- @class lsp_agent.Keys
@@ -7,7 +10,7 @@ local M = {}
 --- @field toggle string tick or untick the hunk under the cursor
 --- @field next_hunk string
 --- @field prev_hunk string
---- @field quit string reject without a reason
+--- @field close string close the window; the edit still waits (`:LspAgent review`)
 --- @field help string
 
 M.defaults = {
@@ -28,19 +31,38 @@ M.defaults = {
     --- Move the cursor into the answer window when a question is asked.
     focus = false,
   },
+  chat = {
+    --- "right" (vertical split), "bottom" (horizontal split) or "tab".
+    position = "right",
+    --- Width (right), height (bottom) in cells; nil picks a size from the editor's.
+    size = nil,
+    --- Lines of the input window below the conversation.
+    input_height = 5,
+    --- Keys of the chat's buffers. In insert mode only `send_insert` is mapped: typing a
+    --- prompt is only text.
+    keys = {
+      send = "<CR>", -- normal mode, in the input
+      send_insert = "<C-s>", -- insert mode, in the input
+      cancel = "<C-c>", -- normal mode: cancel the running turn
+      review = "gR", -- normal mode: go to the edit or question that waits
+      input = "i", -- in the conversation: go to the input
+      close = "q", -- in the conversation: close the chat
+    },
+  },
   review = {
     --- Lines of context shown around each hunk.
     context = 3,
     --- Where the review opens: "bottom", "right" or "tab".
     position = "bottom",
+    --- Decisions take two keys, which typing text never produces by accident.
     --- @type lsp_agent.Keys
     keys = {
-      accept = "a",
-      reject = "r",
+      accept = "ga",
+      reject = "gr",
       toggle = "t",
       next_hunk = "]c",
       prev_hunk = "[c",
-      quit = "q",
+      close = "q",
       help = "?",
     },
   },
@@ -51,56 +73,279 @@ M.defaults = {
 --- The keymaps `keymaps = true` installs.
 M.default_keymaps = {
   ask = "<leader>aa",
+  chat = "<leader>ak",
+  undo = "<leader>au",
   cancel = "<leader>ac",
   new = "<leader>an",
   sessions = "<leader>as",
   status = "<leader>ai",
   answer = "<leader>ao",
+  review = "<leader>ar",
 }
 
 --- Options in effect (the defaults until `setup()` is called).
 M.options = vim.deepcopy(M.defaults)
 
--- The type of each top-level option (vim.validate's table form is deprecated in 0.11).
-local OPTION_TYPES = {
-  cmd = { "table" },
-  settings = { "table" },
-  root_markers = { "table" },
-  root_dir = { "string", "function" },
-  answer = { "table" },
-  review = { "table" },
-  keymaps = { "boolean", "table" },
+--- Checks of one value: each returns nil when the value is fine, else what it must be.
+local function one_of(...)
+  local choices = { ... }
+  return function(value)
+    if vim.tbl_contains(choices, value) then
+      return nil
+    end
+    return "one of "
+      .. table.concat(
+        vim.tbl_map(function(choice)
+          return ("%q"):format(choice)
+        end, choices),
+        ", "
+      )
+  end
+end
+
+local function strings(allow_empty)
+  return function(value)
+    local ok = type(value) == "table" and (allow_empty or #value > 0)
+    for key, item in pairs(type(value) == "table" and value or {}) do
+      ok = ok and type(key) == "number" and type(item) == "string" and item ~= ""
+    end
+    return not ok and ("a list of strings" .. (allow_empty and "" or ", not empty")) or nil
+  end
+end
+
+local function whole(minimum, or_nil)
+  return function(value)
+    if
+      (value == nil and or_nil) or (type(value) == "number" and value >= minimum and value % 1 == 0)
+    then
+      return nil
+    end
+    return ("a whole number, %d or more"):format(minimum) .. (or_nil and ", or nil" or "")
+  end
+end
+
+local function kind(...)
+  local types = { ... }
+  return function(value)
+    if vim.tbl_contains(types, type(value)) then
+      return nil
+    end
+    return "a " .. table.concat(types, " or ")
+  end
+end
+
+local function key_sequence(value)
+  return (type(value) ~= "string" or value == "") and 'a key sequence such as "ga"' or nil
+end
+
+local function keymaps(value)
+  return kind("boolean", "table")(value)
+end
+
+--- The shape of the options: a check for each leaf, a table for each nested group.
+local SCHEMA = {
+  cmd = strings(false),
+  settings = kind("table"),
+  root_markers = strings(false),
+  root_dir = kind("string", "function"),
+  answer = {
+    position = one_of("right", "bottom", "float"),
+    size = whole(1, true),
+    focus = kind("boolean"),
+  },
+  chat = {
+    position = one_of("right", "bottom", "tab"),
+    size = whole(1, true),
+    input_height = whole(1),
+    keys = {
+      send = key_sequence,
+      send_insert = key_sequence,
+      cancel = key_sequence,
+      review = key_sequence,
+      input = key_sequence,
+      close = key_sequence,
+    },
+  },
+  review = {
+    context = whole(0),
+    position = one_of("bottom", "right", "tab"),
+    keys = {
+      accept = key_sequence,
+      reject = key_sequence,
+      toggle = key_sequence,
+      next_hunk = key_sequence,
+      prev_hunk = key_sequence,
+      close = key_sequence,
+      help = key_sequence,
+    },
+  },
+  keymaps = keymaps,
 }
 
---- Merge `opts` over the defaults; returns the options in effect.
---- @param opts table|nil
-function M.set(opts)
-  opts = opts or {}
-  for key, types in pairs(OPTION_TYPES) do
-    local value = opts[key]
-    if value ~= nil and not vim.tbl_contains(types, type(value)) then
-      error(
-        ("lsp-agent: setup option %s must be a %s, not a %s"):format(
-          key,
-          table.concat(types, " or "),
-          type(value)
-        )
-      )
+--- Edit distance between two short strings, a swap of two neighbours counting as one edit
+--- (optimal string alignment: "focsu" is one edit from "focus").
+local function distance(a, b)
+  local d = {}
+  for i = 0, #a do
+    d[i] = { [0] = i }
+  end
+  for j = 0, #b do
+    d[0][j] = j
+  end
+  for i = 1, #a do
+    for j = 1, #b do
+      local cost = a:sub(i, i) == b:sub(j, j) and 0 or 1
+      d[i][j] = math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
+      if
+        i > 1
+        and j > 1
+        and a:sub(i, i) == b:sub(j - 1, j - 1)
+        and a:sub(i - 1, i - 1) == b:sub(j, j)
+      then
+        d[i][j] = math.min(d[i][j], d[i - 2][j - 2] + 1)
+      end
     end
   end
-  M.options = vim.tbl_deep_extend("force", vim.deepcopy(M.defaults), opts)
-  -- Lists replace rather than merge: a shorter `cmd` must not keep the default's tail.
-  if opts.cmd then
-    M.options.cmd = vim.deepcopy(opts.cmd)
+  return d[#a][#b]
+end
+
+--- The known key closest to `key`, when it is close enough to be a typo.
+--- @param key string
+--- @param known string[]
+--- @return string|nil
+function M.did_you_mean(key, known)
+  local best, best_distance
+  local lowered = tostring(key):lower()
+  for _, candidate in ipairs(known) do
+    local d = distance(lowered, candidate:lower())
+    if not best_distance or d < best_distance then
+      best, best_distance = candidate, d
+    end
   end
-  if opts.root_markers then
-    M.options.root_markers = vim.deepcopy(opts.root_markers)
+  if best and best_distance <= math.max(1, math.floor(#best / 3)) then
+    return best
   end
-  local position = M.options.answer.position
-  if position ~= "right" and position ~= "bottom" and position ~= "float" then
-    error(("lsp-agent: answer.position must be right, bottom or float, not %q"):format(position))
+  return nil
+end
+
+local function describe(value)
+  if type(value) == "string" then
+    return ("%q"):format(value)
   end
-  return M.options
+  return type(value) == "table" and "a table" or tostring(value)
+end
+
+local function sorted_keys(tbl)
+  local keys = vim.tbl_keys(tbl)
+  table.sort(keys)
+  return keys
+end
+
+--- A deep copy of a value of the user's: tables are copied, anything else (`vim.NIL`, which
+--- `vim.deepcopy` of 0.7 refuses, a function) is kept as it is.
+local function copy(value)
+  if type(value) ~= "table" then
+    return value
+  end
+  local copied = {}
+  for key, item in pairs(value) do
+    copied[key] = copy(item)
+  end
+  return setmetatable(copied, getmetatable(value))
+end
+
+--- Check `given` against `schema`, writing the good values over `into`; warnings go to `problems`.
+local function merge(given, schema, defaults, into, path, problems)
+  for _, key in ipairs(sorted_keys(given)) do
+    local value = given[key]
+    local name = path .. tostring(key)
+    local check = type(key) == "string" and schema[key] or nil
+    if check == nil then
+      local hint = M.did_you_mean(key, sorted_keys(schema))
+      problems[#problems + 1] = ("unknown option %s%s"):format(
+        name,
+        hint and (": did you mean " .. path .. hint .. "?") or ""
+      )
+    elseif type(check) == "table" then
+      if type(value) == "table" then
+        into[key] = into[key] or {}
+        merge(value, check, defaults[key] or {}, into[key], name .. ".", problems)
+      else
+        problems[#problems + 1] = ("%s must be a table, not %s: using the default"):format(
+          name,
+          describe(value)
+        )
+      end
+    else
+      local wrong = check(value)
+      if wrong then
+        problems[#problems + 1] = ("%s must be %s, not %s: using the default%s"):format(
+          name,
+          wrong,
+          describe(value),
+          defaults[key] ~= nil and (" " .. vim.inspect(defaults[key])) or ""
+        )
+      else
+        -- Lists and functions replace the default whole: a shorter `cmd` keeps no default tail.
+        into[key] = copy(value)
+      end
+    end
+  end
+end
+
+--- Actions a `keymaps` table may name.
+local function keymap_problems(maps, problems)
+  if type(maps) ~= "table" then
+    return
+  end
+  local actions = sorted_keys(M.default_keymaps)
+  for _, action in ipairs(sorted_keys(maps)) do
+    local lhs = maps[action]
+    if not M.default_keymaps[action] then
+      local hint = M.did_you_mean(action, actions)
+      problems[#problems + 1] = ("unknown keymap action %s%s"):format(
+        tostring(action),
+        hint and (": did you mean keymaps." .. hint .. "?") or ""
+      )
+      maps[action] = nil
+    elseif lhs ~= false and key_sequence(lhs) then
+      problems[#problems + 1] = ("keymaps.%s must be a key sequence or false, not %s"):format(
+        action,
+        describe(lhs)
+      )
+      maps[action] = nil
+    end
+  end
+end
+
+--- Decision keys that typing text produces (one printable character) can decide by accident.
+local function risky_keys(keys, problems)
+  for _, action in ipairs({ "accept", "reject" }) do
+    local lhs = keys[action]
+    if type(lhs) == "string" and #lhs == 1 and lhs:match("%g") then
+      problems[#problems + 1] = ("review.keys.%s = %q is a key typing text produces; "):format(
+        action,
+        lhs
+      ) .. 'two keys such as "ga" are safer'
+    end
+  end
+end
+
+--- Check `opts` and merge them over the defaults. Never throws.
+--- @param opts table|nil
+--- @return table options, string[] problems (one sentence each)
+function M.set(opts)
+  local problems = {}
+  local options = vim.deepcopy(M.defaults)
+  if opts ~= nil and type(opts) ~= "table" then
+    problems[#problems + 1] = ("setup() takes a table of options, not %s"):format(describe(opts))
+    opts = {}
+  end
+  merge(opts or {}, SCHEMA, M.defaults, options, "", problems)
+  keymap_problems(options.keymaps, problems)
+  risky_keys(options.review.keys, problems)
+  M.options = options
+  return options, problems
 end
 
 return M

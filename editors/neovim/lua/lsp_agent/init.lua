@@ -1,15 +1,18 @@
---- lsp-agent for Neovim: ask the agent, watch the answer stream in, review every edit.
+--- lsp-agent for Neovim: ask the agent or chat with it, watch the answer stream in, review every
+--- edit, undo a turn.
 ---
 --- The agent lives in the server (`lsp-agent serve`); this plugin is the UI around its LSP
 --- commands. `setup()` is optional: the first `:LspAgent` command uses the defaults.
 local answer = require("lsp_agent.answer")
+local chat = require("lsp_agent.chat")
 local client = require("lsp_agent.client")
 local compat = require("lsp_agent.compat")
 local config = require("lsp_agent.config")
+local decisions = require("lsp_agent.decisions")
+local highlights = require("lsp_agent.highlights")
 local protocol = require("lsp_agent.protocol")
-local review = require("lsp_agent.review")
+local selection = require("lsp_agent.selection")
 local state = require("lsp_agent.state")
-local text = require("lsp_agent.text")
 
 local M = {}
 
@@ -26,11 +29,14 @@ local function install_keymaps(keymaps)
   local maps = keymaps == true and config.default_keymaps or keymaps
   local actions = {
     ask = { n = "<cmd>LspAgent ask<CR>", x = ":LspAgent ask<CR>" },
+    chat = { n = "<cmd>LspAgent chat<CR>", x = ":LspAgent chat<CR>" },
+    undo = { n = "<cmd>LspAgent undo<CR>" },
     cancel = { n = "<cmd>LspAgent cancel<CR>" },
     new = { n = "<cmd>LspAgent new<CR>" },
     sessions = { n = "<cmd>LspAgent sessions<CR>" },
     status = { n = "<cmd>LspAgent status<CR>" },
     answer = { n = "<cmd>LspAgent answer<CR>" },
+    review = { n = "<cmd>LspAgent review<CR>" },
   }
   for action, lhs in pairs(maps) do
     if lhs and actions[action] then
@@ -41,11 +47,30 @@ local function install_keymaps(keymaps)
   end
 end
 
+--- Say the setup problems not said before, in one notification.
+local function warn_once(problems)
+  local fresh = {}
+  for _, problem in ipairs(problems) do
+    if not state.warned[problem] then
+      state.warned[problem] = true
+      fresh[#fresh + 1] = "- " .. problem
+    end
+  end
+  if #fresh > 0 then
+    vim.notify(
+      "lsp-agent: problems in the setup() options (see :help lsp-agent-setup):\n"
+        .. table.concat(fresh, "\n"),
+      vim.log.levels.WARN
+    )
+  end
+end
+
 --- Configure the plugin (see `:help lsp-agent-setup`). May be called again to change settings:
---- running servers get the new `settings` through `workspace/didChangeConfiguration`.
+--- running servers get the new `settings` through `workspace/didChangeConfiguration`. Never
+--- throws: an unknown option or a bad value is a warning, and the default stays.
 --- @param opts table|nil
 function M.setup(opts)
-  config.set(opts)
+  local _, problems = config.set(opts)
   configured = true
   local group = vim.api.nvim_create_augroup("lsp_agent", { clear = true })
   vim.api.nvim_create_autocmd({ "BufReadPost", "BufNewFile", "BufFilePost" }, {
@@ -55,7 +80,17 @@ function M.setup(opts)
       client.attach(args.buf)
     end,
   })
-  install_keymaps(config.options.keymaps)
+  vim.api.nvim_create_autocmd("ColorScheme", {
+    group = group,
+    desc = "lsp-agent: link the plugin's highlight groups again",
+    callback = highlights.define,
+  })
+  highlights.define()
+  local ok, err = pcall(install_keymaps, config.options.keymaps)
+  if not ok then
+    problems[#problems + 1] = "keymaps: " .. tostring(err)
+  end
+  warn_once(problems)
   for id in pairs(state.clients) do
     local running = vim.lsp.get_client_by_id(id)
     if running then
@@ -84,64 +119,16 @@ end
 --- The statusline part: what the agent is doing, or "" when idle. Cheap enough for every redraw:
 --- `set statusline+=%{v:lua.require'lsp_agent'.status()}`.
 function M.status()
+  local waiting = decisions.waiting()
+  if waiting then
+    return "lsp-agent: " .. waiting
+  end
   for _, entry in pairs(state.clients) do
     if entry.running or entry.step then
       return "lsp-agent: " .. (entry.step or "thinking") .. "…"
     end
   end
   return ""
-end
-
---- What the user points at: the file, and the lines or characters of a range.
---- Byte positions are taken now; they become LSP positions once the encoding is known.
-local function pointed_at(bufnr, root, range)
-  local name = vim.api.nvim_buf_get_name(bufnr)
-  if vim.bo[bufnr].buftype ~= "" or name == "" then
-    return nil
-  end
-  local path = vim.fn.fnamemodify(name, ":p")
-  local real = compat.uv.fs_realpath(path) or path
-  if not vim.startswith(real, root .. "/") then
-    return nil
-  end
-  local target = { uri = vim.uri_from_fname(path), name = vim.fn.fnamemodify(path, ":~:.") }
-  if not range then
-    return target
-  end
-  local line1, line2 = range[1], range[2]
-  local lines = vim.api.nvim_buf_get_lines(bufnr, line1 - 1, line2, false)
-  if #lines == 0 then
-    return target
-  end
-  target.first, target.last = line1, line2
-  -- Linewise: from the start of the first line to the end of the last one.
-  target.chars =
-    { first_line = lines[1], start_byte = 0, last_line = lines[#lines], end_byte = #lines[#lines] }
-  local from, to = vim.api.nvim_buf_get_mark(bufnr, "<"), vim.api.nvim_buf_get_mark(bufnr, ">")
-  if vim.fn.visualmode() == "v" and from[1] == line1 and to[1] == line2 then
-    -- The characterwise selection the range came from: its first to its last character.
-    local end_byte = math.min(to[2], #lines[#lines])
-    target.chars.start_byte = math.min(from[2], #lines[1])
-    target.chars.end_byte = end_byte + text.char_length_at(lines[#lines], end_byte)
-  end
-  return target
-end
-
-local function lsp_range(target, encoding)
-  if not target.first then
-    return nil
-  end
-  local c = target.chars
-  return {
-    start = {
-      line = target.first - 1,
-      character = text.column_of(c.first_line, c.start_byte, encoding),
-    },
-    ["end"] = {
-      line = target.last - 1,
-      character = text.column_of(c.last_line, c.end_byte, encoding),
-    },
-  }
 end
 
 --- Ask the agent. Without a prompt, asks for one with `vim.ui.input`.
@@ -166,26 +153,23 @@ function M.ask(prompt, opts)
     notify("a turn is already running: wait for it, or :LspAgent cancel", vim.log.levels.WARN)
     return
   end
-  local target = pointed_at(bufnr, entry.root, opts.range)
-  local where
-  if target then
-    where = target.name
-    if target.first then
-      local lines = target.first == target.last and ("line %d"):format(target.first)
-        or ("lines %d-%d"):format(target.first, target.last)
-      where = ("%s, %s"):format(target.name, lines)
-    end
-  end
-  local running = { prompt = prompt, session = entry.session }
+  local target = selection.of(bufnr, entry.root, opts.range)
+  local where = selection.describe(target)
+  -- While the chat is on screen, the turn is shown there, not in the answer window.
+  local view = chat.visible(entry.root) and "chat" or "answer"
+  local running =
+    { kind = "ask", view = view, prompt = prompt, where = where, session = entry.session }
   entry.running = running
-  answer.begin(entry, prompt, where)
+  if view == "answer" then
+    answer.begin(entry, prompt, where)
+  end
   answer.set_step(entry, "thinking")
   client.when_ready(id, function(lsp_client)
-    local argument = { prompt = prompt, session = entry.session }
-    if target then
-      argument.uri = target.uri
-      argument.range = lsp_range(target, lsp_client.offset_encoding or "utf-16")
-    end
+    local argument = selection.add_to(
+      { prompt = prompt, session = entry.session },
+      target,
+      lsp_client.offset_encoding or "utf-16"
+    )
     local sent, request_id = client.execute(
       lsp_client,
       protocol.ASK,
@@ -197,32 +181,34 @@ function M.ask(prompt, opts)
         if type(result) == "table" and result.session then
           entry.session = result.session
         end
-        review.dismiss_all("the turn ended before the edit was reviewed")
-        answer.finish(entry, err, result)
+        decisions.withdraw_all(id, "the turn ended before the user decided")
+        if view == "answer" then
+          answer.finish(entry, err, result)
+        end
+        answer.set_step(entry, nil)
         if err then
           notify(err.message or tostring(err), vim.log.levels.ERROR)
         elseif type(result) == "table" and result.status == "failed" then
           notify("the turn failed: " .. tostring(result.error), vim.log.levels.ERROR)
         end
-      end
+      end,
+      client.work_done_token()
     )
     if sent then
       running.request_id = request_id
     else
       entry.running = nil
-      answer.finish(entry, { message = "the server is not running" })
+      if view == "answer" then
+        answer.finish(entry, { message = "the server is not running" })
+      end
+      answer.set_step(entry, nil)
     end
   end)
 end
 
---- Cancel the running turn.
-function M.cancel()
-  local id, entry = current(false)
-  if not id or not entry.running then
-    notify("nothing is running")
-    return
-  end
-  review.dismiss_all("the user cancelled the turn")
+--- Cancel the running turn of the server `id`.
+local function cancel_turn(id, entry)
+  decisions.withdraw_all(id, "the user cancelled the turn")
   local running = entry.running
   client.when_ready(id, function(lsp_client)
     if running.session then
@@ -238,11 +224,24 @@ function M.cancel()
           end
         end
       )
+    elseif running.kind == "chat" then
+      -- `lspAgent.start` answers at once: the turn is cancelled once its session is known.
+      running.cancel_when_known = true
     elseif running.request_id then
       -- No event named the session yet: cancel the request itself (the server treats both alike).
       compat.cancel_request(lsp_client, running.request_id)
     end
   end)
+end
+
+--- Cancel the running turn.
+function M.cancel()
+  local id, entry = current(false)
+  if not id or not entry.running then
+    notify("nothing is running")
+    return
+  end
+  cancel_turn(id, entry)
 end
 
 --- Start a new conversation; the next questions continue it.
@@ -259,6 +258,7 @@ function M.new_session()
       end
       entry.session = result.session
       answer.note(entry, ("_new session %s_"):format(result.session))
+      chat.show_session(id, entry)
       notify("new session " .. result.session)
     end)
   end)
@@ -298,6 +298,7 @@ function M.sessions()
           return
         end
         entry.session = choice.session
+        chat.show_session(id, entry)
         answer.note(
           entry,
           ("_resumed session %s: %s_"):format(choice.session, tostring(choice.title))
@@ -324,7 +325,7 @@ function M.format_status(result, entry)
   local lines = {
     ("lsp-agent %s, workspace %s"):format(tostring(result.version), entry.root),
     model and ("model: %s%s"):format(model, source("model"))
-      or "model: none — set settings.lspAgent.model in setup() or LSP_AGENT_MODEL",
+      or "model: none — set it with setup({ settings = { model = … } }) or LSP_AGENT_MODEL",
     ("endpoint: %s (%s)%s"):format(
       tostring(result.baseUrl),
       tostring(result.provider),
@@ -333,6 +334,18 @@ function M.format_status(result, entry)
     ("sandbox: %s"):format(tostring(result.sandbox)),
     ("context window: %s tokens"):format(tostring(result.contextWindow)),
   }
+  local usage = entry.usage
+  if usage then
+    local figures = "last model call: %s input tokens (%s cached), %s output; context %s of %s%s"
+    lines[#lines + 1] = figures:format(
+      tostring(usage.inputTokens),
+      tostring(usage.cachedTokens),
+      tostring(usage.outputTokens),
+      tostring(usage.contextTokens),
+      tostring(usage.contextWindow),
+      (usage.cost and usage.cost ~= vim.NIL) and (", cost " .. tostring(usage.cost)) or ""
+    )
+  end
   for _, session in ipairs(type(result.sessions) == "table" and result.sessions or {}) do
     lines[#lines + 1] = ("session %s%s: %s turns, %s context tokens%s"):format(
       session.session,
@@ -376,9 +389,102 @@ function M.show_answer()
   end
 end
 
+--- Open the chat (see `:help lsp-agent-chat`) and go to its input.
+--- @param opts table|nil `range = {line1, line2}`: the lines (or the visual selection) go along
+---   with the next prompt
+function M.chat(opts)
+  opts = opts or {}
+  local bufnr = vim.api.nvim_get_current_buf()
+  local id, entry = current(true)
+  if not id then
+    return
+  end
+  local target
+  if opts.range then
+    target = selection.of(bufnr, entry.root, opts.range)
+    if not target then
+      notify(
+        "only lines of a file in the workspace can go along with a prompt",
+        vim.log.levels.WARN
+      )
+    end
+  end
+  chat.open(id, entry, target)
+end
+
+--- What `lspAgent.undoTurn` answered, in a few lines for the user.
+--- @param result table
+--- @return string message, integer level
+function M.format_undo(result)
+  local lines = {}
+  local level = vim.log.levels.INFO
+  local files = type(result.files) == "table" and table.concat(result.files, ", ") or ""
+  if result.proposed and result.applied then
+    lines[1] = ("undid turn %s: %s"):format(tostring(result.turn), files)
+  elseif result.proposed then
+    lines[1] = ("the undo of turn %s was not applied (rejected in the review)"):format(
+      tostring(result.turn)
+    )
+    level = vim.log.levels.WARN
+  else
+    lines[1] = ("nothing of turn %s was undone"):format(tostring(result.turn))
+    level = vim.log.levels.WARN
+  end
+  for _, refused in ipairs(type(result.refused) == "table" and result.refused or {}) do
+    lines[#lines + 1] = ("not undone: %s: %s"):format(tostring(refused.path), tostring(refused.why))
+    level = vim.log.levels.WARN
+  end
+  return table.concat(lines, "\n"), level
+end
+
+--- Undo the last turn of the current session that changed files: the server proposes one edit
+--- that restores them (merged onto what you typed since), which opens as a review.
+function M.undo()
+  local id, entry = current(true)
+  if not id then
+    return
+  end
+  client.when_ready(id, function(lsp_client)
+    local function undo(session)
+      client.execute(lsp_client, protocol.UNDO_TURN, { session = session }, function(err, result)
+        if err then
+          notify(err.message or tostring(err), vim.log.levels.ERROR)
+          return
+        end
+        if type(result) ~= "table" then
+          return
+        end
+        if result.proposed and result.applied then
+          chat.undone(entry, session, result.turn, result.files)
+        end
+        local message, level = M.format_undo(result)
+        notify(message, level)
+      end)
+    end
+    if entry.session then
+      undo(entry.session)
+      return
+    end
+    client.execute(lsp_client, protocol.SESSIONS, nil, function(err, result)
+      if err or type(result) ~= "table" or not result[1] then
+        notify("nothing to undo: no session in this workspace yet")
+        return
+      end
+      entry.session = entry.session or result[1].session
+      undo(entry.session)
+    end)
+  end)
+end
+
+--- Go to the oldest review or question that waits for the user (keys typed before are dropped).
+function M.review()
+  ensure_setup()
+  decisions.focus()
+end
+
 --- Stop the server; the next command starts a fresh one.
 function M.restart()
-  review.dismiss_all("the server was restarted")
+  decisions.withdraw_all(nil, "the server was restarted")
   client.stop_all()
   notify("server stopped; the next :LspAgent command starts it again")
 end

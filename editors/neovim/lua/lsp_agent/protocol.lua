@@ -4,12 +4,15 @@
 --- this file is the one place to follow.
 local M = {}
 
---- `workspace/executeCommand` commands (DESIGN §3).
+--- `workspace/executeCommand` commands (docs/protocol.md).
 M.ASK = "lspAgent.ask"
+M.START = "lspAgent.start"
 M.CANCEL = "lspAgent.cancel"
 M.NEW_SESSION = "lspAgent.newSession"
 M.SESSIONS = "lspAgent.sessions"
 M.STATUS = "lspAgent.status"
+M.HISTORY = "lspAgent.history"
+M.UNDO_TURN = "lspAgent.undoTurn"
 
 --- Server → client notification for every step of a turn: `{session, turn, kind, ...}`.
 M.EVENT = "lspAgent/event"
@@ -17,7 +20,7 @@ M.EVENT = "lspAgent/event"
 --- The settings section, in `initializationOptions` and `workspace/configuration`.
 M.SETTINGS_SECTION = "lspAgent"
 
---- `initializationOptions` key where the plugin says what it shows itself.
+--- What the client says about itself, in `initializationOptions` beside the settings.
 M.CLIENT_SECTION = "lspAgentClient"
 
 return M

@@ -3,25 +3,18 @@
 --- what really happened: `applied = false` with a reason when the user rejects the edit or when
 --- the buffer changed after the edit was made.
 ---
---- On Neovim 0.10+ the handler runs in a coroutine: the review is an ordinary buffer with
---- buffer-local keys, and the handler yields until a key decides. Neovim 0.7 to 0.9 answer a
---- server request as soon as its handler returns, so there the review reads its keys itself
---- (modal, like `:s///c`) until the user decides.
+--- The review opens beside the user's window without taking the cursor, and waits (see
+--- decisions.lua): the user goes to it with `:LspAgent review` and decides there with two-key
+--- maps (`ga` accept, `gr` reject), which typing text does not produce.
 local compat = require("lsp_agent.compat")
 local config = require("lsp_agent.config")
+local decisions = require("lsp_agent.decisions")
+local highlights = require("lsp_agent.highlights")
 local state = require("lsp_agent.state")
 local text = require("lsp_agent.text")
 local workspace_edit = require("lsp_agent.workspace_edit")
 
 local M = {}
-
---- Reviews on screen, so that a cancelled turn can close them.
---- @type table<table, boolean>
-M.open = {}
-
---- Reviews waiting for the one on screen to be decided (coroutine mode shows one at a time).
-local queue = {}
-local showing = false
 
 local HELP = {
   accept = "accept the ticked hunks",
@@ -29,29 +22,34 @@ local HELP = {
   toggle = "tick/untick the hunk under the cursor",
   next_hunk = "next hunk",
   prev_hunk = "previous hunk",
-  quit = "reject without a reason",
+  close = "close; the edit still waits (:LspAgent review)",
   help = "show these keys",
 }
-local ORDER = { "accept", "reject", "toggle", "next_hunk", "prev_hunk", "quit", "help" }
+local ORDER = { "accept", "reject", "toggle", "next_hunk", "prev_hunk", "close", "help" }
 
 local Review = {}
 Review.__index = Review
 
 --- @param params table ApplyWorkspaceEditParams
 --- @param changes lsp_agent.FileChange[]
-local function new_review(params, changes, client_id)
+local function new_review(params, changes, client_id, request_id)
   local self = setmetatable({
+    kind = "review",
     params = params,
     changes = changes,
     client_id = client_id,
+    request_id = request_id,
     hunks = {}, -- {change = i, hunk = lsp_agent.Hunk, keep = true, line = header line}
     decision = nil,
   }, Review)
+  local names = {}
   for i, change in ipairs(changes) do
+    names[#names + 1] = vim.fn.fnamemodify(change.path, ":t")
     for _, hunk in ipairs(change.hunks) do
       self.hunks[#self.hunks + 1] = { change = i, hunk = hunk, keep = true }
     end
   end
+  self.title = "an edit to " .. table.concat(names, ", ")
   return self
 end
 
@@ -69,9 +67,11 @@ local function hunk_line(item)
   return ("%s %s"):format(text.hunk_header(item.hunk), item.keep and "[x]" or "[ ]")
 end
 
---- The review text: a header, then each file's diff with a mark on each hunk.
+--- The review text: a header, then each file's diff with a mark on each hunk; and the
+--- highlight group of each line.
 function Review:render()
   local lines = { "# " .. (self.params.label or "lsp-agent: edit") }
+  local groups = { [1] = "LspAgentReviewFile" }
   local description
   local annotations = self.params.edit.changeAnnotations
   if type(annotations) == "table" then
@@ -83,70 +83,147 @@ function Review:render()
     lines[#lines + 1] = "# " .. description
   end
   lines[#lines + 1] = "# " .. key_hint()
+  groups[#lines] = "LspAgentHint"
   for i, change in ipairs(self.changes) do
     local name = vim.fn.fnamemodify(change.path, ":~:.")
     lines[#lines + 1] = ""
-    lines[#lines + 1] = ("diff --lsp-agent a/%s b/%s"):format(name, name)
-    lines[#lines + 1] = change.create and "--- /dev/null" or ("--- a/" .. name)
-    lines[#lines + 1] = "+++ b/" .. name
+    vim.list_extend(lines, {
+      ("diff --lsp-agent a/%s b/%s"):format(name, name),
+      change.create and "--- /dev/null" or ("--- a/" .. name),
+      "+++ b/" .. name,
+    })
+    for line = #lines - 2, #lines do
+      groups[line] = "LspAgentReviewFile"
+    end
     for _, item in ipairs(self.hunks) do
       if item.change == i then
         item.line = #lines + 1
         lines[#lines + 1] = hunk_line(item)
-        vim.list_extend(lines, item.hunk.lines)
+        groups[#lines] = "LspAgentReviewChange"
+        for _, line in ipairs(item.hunk.lines) do
+          lines[#lines + 1] = line
+          local mark = line:sub(1, 1)
+          if not item.keep then
+            groups[#lines] = "LspAgentReviewSkipped"
+          elseif mark == "+" then
+            groups[#lines] = "LspAgentReviewAdd"
+          elseif mark == "-" then
+            groups[#lines] = "LspAgentReviewDelete"
+          end
+        end
       end
     end
   end
-  return lines
+  return lines, groups
 end
 
-local function set_lines(bufnr, first, last, lines)
-  vim.bo[bufnr].modifiable = true
-  vim.api.nvim_buf_set_lines(bufnr, first, last, false, lines)
-  vim.bo[bufnr].modifiable = false
+--- Write the review into its buffer.
+function Review:draw()
+  local lines, groups = self:render()
+  vim.bo[self.bufnr].modifiable = true
+  vim.api.nvim_buf_set_lines(self.bufnr, 0, -1, false, lines)
+  vim.bo[self.bufnr].modifiable = false
+  highlights.apply(self.bufnr, groups)
 end
 
---- Open the review window and put the cursor on the first hunk.
-function Review:show()
-  local answer = require("lsp_agent.answer")
-  self.answer_float = answer.hide_float(state.get(self.client_id))
-  self.previous_win = vim.api.nvim_get_current_win()
+--- The review buffer, made (again, if the user wiped it) with its keys.
+function Review:buffer()
+  if self.bufnr and vim.api.nvim_buf_is_loaded(self.bufnr) then
+    return self.bufnr
+  end
+  -- Made anew if the user unloaded it (:bdelete): a scratch buffer's text is gone with it.
+  if self.bufnr and vim.api.nvim_buf_is_valid(self.bufnr) then
+    pcall(vim.api.nvim_buf_delete, self.bufnr, { force = true })
+  end
   local bufnr = vim.api.nvim_create_buf(false, true)
   self.bufnr = bufnr
   vim.bo[bufnr].buftype = "nofile"
-  vim.bo[bufnr].bufhidden = "wipe"
+  -- Closing the window keeps the buffer: the edit still waits, `:LspAgent review` shows it.
+  vim.bo[bufnr].bufhidden = "hide"
   vim.bo[bufnr].swapfile = false
   pcall(vim.api.nvim_buf_set_name, bufnr, ("lsp-agent://review/%d"):format(bufnr))
-  set_lines(bufnr, 0, -1, self:render())
+  self:draw()
   vim.bo[bufnr].filetype = "diff"
-  -- Keys typed next belong to the review, not to the insert mode of another buffer.
-  vim.cmd("stopinsert")
-  local position = config.options.review.position
-  local height = math.min(vim.api.nvim_buf_line_count(bufnr) + 1, math.floor(vim.o.lines * 0.6))
-  if position == "tab" then
-    vim.cmd("tab split")
-  elseif position == "right" then
-    vim.cmd("botright vsplit")
-  else
-    vim.cmd(("botright %dsplit"):format(math.max(height, 5)))
+  local actions = self:actions()
+  for action, lhs in pairs(config.options.review.keys) do
+    if actions[action] then
+      vim.keymap.set(
+        "n",
+        lhs,
+        actions[action],
+        { buffer = bufnr, nowait = true, desc = "lsp-agent: " .. HELP[action] }
+      )
+    end
   end
-  self.win = vim.api.nvim_get_current_win()
-  vim.api.nvim_win_set_buf(self.win, bufnr)
-  vim.wo[self.win].wrap = false
-  vim.wo[self.win].number = false
-  vim.wo[self.win].relativenumber = false
-  if self.hunks[1] then
-    vim.api.nvim_win_set_cursor(self.win, { self.hunks[1].line, 0 })
-  end
-  M.open[self] = true
+  return bufnr
+end
+
+--- Show the review. Without `focus` the cursor stays where it is (in insert mode too).
+--- @param focus boolean
+function Review:show(focus)
+  local bufnr = self:buffer()
   local entry = state.get(self.client_id)
-  require("lsp_agent.answer").set_step(entry, "review")
-  compat.user_event("LspAgentReview")
+  local answer = require("lsp_agent.answer")
+  if focus then
+    self.previous_win = vim.api.nvim_get_current_win()
+  end
+  if not (self.win and vim.api.nvim_win_is_valid(self.win)) then
+    local position = config.options.review.position
+    if position == "tab" and not focus then
+      return -- a tab page cannot open without being entered: the announcement says where
+    end
+    -- A floating answer window would cover the review.
+    self.answer_float = answer.hide_float(entry) or self.answer_float
+    local previous = vim.api.nvim_get_current_win()
+    local height = math.min(vim.api.nvim_buf_line_count(bufnr) + 1, math.floor(vim.o.lines * 0.6))
+    if position == "tab" then
+      vim.cmd("tab split")
+    elseif position == "right" then
+      vim.cmd("botright vsplit")
+    else
+      vim.cmd(("botright %dsplit"):format(math.max(height, 5)))
+    end
+    self.win = vim.api.nvim_get_current_win()
+    vim.api.nvim_win_set_buf(self.win, bufnr)
+    vim.wo[self.win].wrap = false
+    vim.wo[self.win].number = false
+    vim.wo[self.win].relativenumber = false
+    if self.hunks[1] then
+      vim.api.nvim_win_set_cursor(self.win, { self.hunks[1].line, 0 })
+    end
+    if not focus and vim.api.nvim_win_is_valid(previous) then
+      vim.api.nvim_set_current_win(previous)
+    end
+  end
+  if focus then
+    vim.api.nvim_set_current_win(self.win)
+  end
+  answer.set_step(entry, "review")
+end
+
+--- Close the review's window and buffer (the decision, if any, is elsewhere).
+function Review:close()
+  local was_current = self.win ~= nil and self.win == vim.api.nvim_get_current_win()
+  if self.win and vim.api.nvim_win_is_valid(self.win) then
+    if #vim.api.nvim_list_wins() > 1 then
+      pcall(vim.api.nvim_win_close, self.win, true)
+    end
+  end
+  if self.bufnr and vim.api.nvim_buf_is_valid(self.bufnr) then
+    pcall(vim.api.nvim_buf_delete, self.bufnr, { force = true })
+  end
+  -- Back to where the user came from, if they were in the review (and only then).
+  if was_current and self.previous_win and vim.api.nvim_win_is_valid(self.previous_win) then
+    vim.api.nvim_set_current_win(self.previous_win)
+  end
+  if self.answer_float then
+    require("lsp_agent.answer").show(state.get(self.client_id), false)
+  end
 end
 
 --- The hunk whose lines hold the cursor, or nil.
 function Review:hunk_at_cursor()
-  local line = vim.api.nvim_win_get_cursor(self.win)[1]
+  local line = vim.api.nvim_win_get_cursor(0)[1]
   local found
   for _, item in ipairs(self.hunks) do
     if item.line <= line and line <= item.line + #item.hunk.lines then
@@ -163,11 +240,13 @@ function Review:toggle()
     return
   end
   item.keep = not item.keep
-  set_lines(self.bufnr, item.line - 1, item.line, { hunk_line(item) })
+  local cursor = vim.api.nvim_win_get_cursor(0)
+  self:draw()
+  vim.api.nvim_win_set_cursor(0, cursor)
 end
 
 function Review:jump(direction)
-  local line = vim.api.nvim_win_get_cursor(self.win)[1]
+  local line = vim.api.nvim_win_get_cursor(0)[1]
   local target
   for _, item in ipairs(self.hunks) do
     if direction > 0 and item.line > line and not target then
@@ -177,7 +256,7 @@ function Review:jump(direction)
     end
   end
   if target then
-    vim.api.nvim_win_set_cursor(self.win, { target, 0 })
+    vim.api.nvim_win_set_cursor(0, { target, 0 })
   end
 end
 
@@ -190,53 +269,33 @@ local function show_help()
   vim.api.nvim_echo({ { "lsp-agent review\n" .. table.concat(lines, "\n") } }, false, {})
 end
 
---- Record the decision and close the window; `on_decided` (coroutine mode) resumes the handler.
+--- Record the decision, close the review and answer the server.
 function Review:decide(decision)
   if self.decision then
     return
   end
   self.decision = decision
-  M.open[self] = nil
-  if self.win and vim.api.nvim_win_is_valid(self.win) then
-    if #vim.api.nvim_list_wins() > 1 then
-      pcall(vim.api.nvim_win_close, self.win, true)
-    end
-  end
-  if self.bufnr and vim.api.nvim_buf_is_valid(self.bufnr) then
-    pcall(vim.api.nvim_buf_delete, self.bufnr, { force = true })
-  end
-  if self.previous_win and vim.api.nvim_win_is_valid(self.previous_win) then
-    vim.api.nvim_set_current_win(self.previous_win)
-  end
+  decisions.done(self)
   local entry = state.get(self.client_id)
-  local answer = require("lsp_agent.answer")
-  answer.set_step(entry, entry.running and "thinking" or nil)
-  if self.answer_float then
-    answer.show(entry, false)
-  end
-  if self.on_decided then
-    self.on_decided()
-  end
+  require("lsp_agent.answer").set_step(entry, entry.running and "thinking" or nil)
+  self.on_decided()
+end
+
+--- Decide on the user's behalf: the turn ended, was cancelled, or the server withdrew the edit.
+function Review:withdraw(reason)
+  self:decide({ accept = false, reason = reason })
 end
 
 --- Ask why (optional), then reject. Cancelling the question goes back to the review.
 function Review:reject()
-  local prompt = "Why reject this edit? (optional) "
-  local function rejected(reason)
+  compat.flush_typeahead()
+  vim.ui.input({ prompt = "Why reject this edit? (optional) " }, function(reason)
     if reason == nil then
       return
     end
     reason = vim.trim(reason)
     self:decide({ accept = false, reason = reason ~= "" and reason or nil })
-  end
-  if self.modal then
-    -- The modal loop would take the keys of an asynchronous vim.ui.input: ask in place.
-    local cancelled = "\1lsp-agent: cancelled"
-    local ok, reason = pcall(vim.fn.input, { prompt = prompt, cancelreturn = cancelled })
-    rejected(ok and reason ~= cancelled and reason or nil)
-  else
-    vim.ui.input({ prompt = prompt }, rejected)
-  end
+  end)
 end
 
 --- The actions by key.
@@ -257,98 +316,11 @@ function Review:actions()
     prev_hunk = function()
       self:jump(-1)
     end,
-    quit = function()
-      self:decide({ accept = false })
+    close = function()
+      pcall(vim.cmd, "close")
     end,
-    help = function()
-      show_help()
-      self.showing_help = true
-    end,
+    help = show_help,
   }
-end
-
---- Coroutine mode: buffer-local keys; the handler yields until one of them decides.
-function Review:wait_with_keys()
-  local co = coroutine.running()
-  self.on_decided = function()
-    vim.schedule(function()
-      coroutine.resume(co)
-    end)
-  end
-  local actions = self:actions()
-  for action, lhs in pairs(config.options.review.keys) do
-    if actions[action] then
-      vim.keymap.set(
-        "n",
-        lhs,
-        actions[action],
-        { buffer = self.bufnr, nowait = true, desc = "lsp-agent: " .. HELP[action] }
-      )
-    end
-  end
-  vim.api.nvim_create_autocmd("BufWipeout", {
-    buffer = self.bufnr,
-    once = true,
-    callback = function()
-      -- Closing the review without a decision rejects the edit.
-      vim.schedule(function()
-        self:decide({ accept = false, reason = "the user closed the review without accepting" })
-      end)
-    end,
-  })
-  coroutine.yield()
-end
-
---- Keys that start a longer motion (`gg`, `zz`, `]c`, counts).
-local function incomplete_motion(keys)
-  return keys:match("^%d*[gz%[%]]?$") ~= nil
-end
-
---- Modal mode (Neovim < 0.10): read keys until one decides; other keys move in the review.
-function Review:wait_modal()
-  self.modal = true
-  local actions = self:actions()
-  local bindings = {}
-  for action, lhs in pairs(config.options.review.keys) do
-    bindings[vim.api.nvim_replace_termcodes(lhs, true, false, true)] = actions[action]
-  end
-  local escape = vim.api.nvim_replace_termcodes("<Esc>", true, false, true)
-  local interrupt = vim.api.nvim_replace_termcodes("<C-c>", true, false, true)
-  local pending = ""
-  while not self.decision do
-    if self.showing_help then
-      self.showing_help = false -- leave the help on screen until the next key
-    else
-      vim.cmd("redraw")
-      vim.api.nvim_echo({ { "lsp-agent review: " .. key_hint(), "Question" } }, false, {})
-    end
-    local ok, key = pcall(vim.fn.getchar)
-    key = ok and (type(key) == "number" and vim.fn.nr2char(key) or key) or interrupt
-    if key == interrupt then
-      self:decide({ accept = false })
-      break
-    end
-    pending = pending .. key
-    local action = bindings[pending]
-    local is_prefix = false
-    for lhs in pairs(bindings) do
-      if #lhs > #pending and lhs:sub(1, #pending) == pending then
-        is_prefix = true
-      end
-    end
-    if action then
-      pending = ""
-      action()
-    elseif pending == escape then
-      pending = ""
-    elseif not is_prefix and not incomplete_motion(pending) then
-      vim.api.nvim_win_call(self.win, function()
-        pcall(vim.cmd, "normal! " .. pending)
-      end)
-      pending = ""
-    end
-  end
-  vim.api.nvim_echo({ { "" } }, false, {})
 end
 
 local function notify(message, level)
@@ -394,26 +366,6 @@ local function conclude(review, encoding)
   return { applied = true }
 end
 
---- Wait for our turn on screen (coroutine mode shows one review at a time).
-local function take_screen()
-  if showing then
-    table.insert(queue, coroutine.running())
-    coroutine.yield()
-  end
-  showing = true
-end
-
-local function leave_screen()
-  local nxt = table.remove(queue, 1)
-  if nxt then
-    vim.schedule(function()
-      coroutine.resume(nxt)
-    end)
-  else
-    showing = false
-  end
-end
-
 --- Handler of `workspace/applyEdit` for the lsp-agent client.
 function M.handler(_, params, ctx)
   local client = vim.lsp.get_client_by_id(ctx.client_id)
@@ -429,41 +381,23 @@ function M.handler(_, params, ctx)
     notify("an edit arrived for an older text and was not applied: " .. stale)
     return { applied = false, failureReason = stale }
   end
-  local review = new_review(params, changes, ctx.client_id)
   if not workspace_edit.needs_confirmation(params.edit) then
+    local review = new_review(params, changes, ctx.client_id)
     review.decision = { accept = true }
     return conclude(review, encoding)
   end
-  if compat.can_yield() then
-    take_screen()
-    local ok, err = pcall(function()
-      review:show()
-      review:wait_with_keys()
-    end)
-    leave_screen()
-    if not ok then
-      review:decide({ accept = false })
-      error(err)
-    end
-  else
-    local ok, err = pcall(function()
-      review:show()
-      review:wait_modal()
-    end)
-    if not ok then
-      review:decide({ accept = false })
-      error(err)
-    end
+  local later = compat.answer_later()
+  if not later then
+    local why = "this Neovim cannot keep a review open without blocking: update Neovim"
+    notify(why, vim.log.levels.ERROR)
+    return { applied = false, failureReason = why }
   end
-  return conclude(review, encoding)
-end
-
---- Reject every open review (the turn was cancelled or ended).
---- @param reason string
-function M.dismiss_all(reason)
-  for review in pairs(M.open) do
-    review:decide({ accept = false, reason = reason })
+  local review = new_review(params, changes, ctx.client_id, later.id)
+  review.on_decided = function()
+    later.answer(conclude(review, encoding))
   end
+  decisions.add(review)
+  return later.wait()
 end
 
 return M

@@ -12,6 +12,12 @@ H.run(function()
     ":LspAgent",
     "lsp-agent-setup",
     "lsp-agent-review",
+    ":LspAgent-review",
+    "lsp-agent-chat",
+    ":LspAgent-chat",
+    ":LspAgent-undo",
+    "lsp-agent-undo",
+    "lsp-agent-highlights",
     "lsp_agent.status()",
   }) do
     vim.cmd("help " .. topic)

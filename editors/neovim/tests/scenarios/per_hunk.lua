@@ -1,5 +1,6 @@
--- One edit changes two places of a file: the user unticks the second hunk and accepts, so only
--- the first change lands.
+-- One edit changes two places of a file: the user unticks the second hunk, closes the review
+-- (which decides nothing: it still waits, ticks kept), goes back to it and accepts, so only the
+-- first change lands.
 local H = require("harness")
 
 H.run(function()
@@ -18,7 +19,15 @@ H.run(function()
     return false
   end)
   H.result.after_toggle = vim.api.nvim_buf_get_lines(0, 0, -1, false)
-  H.feed("a")
+  local review = H.current_decision()
+  H.feed("q")
+  H.wait_for("the review window closed", function()
+    return not vim.api.nvim_win_is_valid(review.win)
+  end)
+  H.result.waiting_after_close = #require("lsp_agent.decisions").pending()
+  H.go_to_decision("review")
+  H.result.reopened = vim.api.nvim_buf_get_lines(0, 0, -1, false)
+  H.feed("ga")
   H.wait_turn()
   H.result.answer = H.answer_lines()
 end)

@@ -1,5 +1,6 @@
--- The agent proposes three edits: the user accepts an edit to an open file and the creation of
--- a new one with `a`, and rejects an edit to a third file with `r` and a reason.
+-- The agent proposes three edits: the user goes to each review (:LspAgent review), accepts an
+-- edit to an open file and the creation of a new one with `ga`, and rejects an edit to a third
+-- file with `gr` and a reason.
 local H = require("harness")
 
 H.run(function()
@@ -8,11 +9,12 @@ H.run(function()
   vim.cmd("LspAgent ask tidy up")
 
   H.wait_review(1)
-  H.feed("a")
+  H.feed("ga")
   H.wait_review(2)
-  H.feed("a")
+  H.feed("ga")
   H.wait_review(3)
-  H.feed("rkeep other.py as it is<CR>")
+  H.answer_input("keep other.py as it is<CR>")
+  H.feed("gr")
 
   H.wait_turn()
   H.wait_for("the edit counts", function()

@@ -128,24 +128,96 @@ end
 
 checks["options and keymaps"] = function()
   local agent = require("lsp_agent")
+  local config = require("lsp_agent.config")
   agent.setup({})
   same(vim.fn.maparg("<leader>aa", "n"), "", "no keymaps unless asked")
   agent.setup({ keymaps = true, cmd = { "/bin/lsp-agent" } })
   H.expect(vim.fn.maparg("<leader>aa", "n"):match("LspAgent ask"), "ask in normal mode")
   H.expect(vim.fn.maparg("<leader>aa", "x"):match("LspAgent ask"), "ask in visual mode")
-  same(
-    require("lsp_agent.config").options.cmd,
-    { "/bin/lsp-agent" },
-    "a list option is replaced, not merged"
-  )
-  local ok, err = pcall(agent.setup, { answer = { position = "left" } })
-  H.expect(
-    not ok and tostring(err):match("answer.position"),
-    "a bad position is refused: " .. tostring(err)
-  )
-  ok, err = pcall(agent.setup, { keymaps = "yes" })
-  H.expect(not ok and tostring(err):match("keymaps"), "a bad type is refused: " .. tostring(err))
+  H.expect(vim.fn.maparg("<leader>ar", "n"):match("LspAgent review"), "review in normal mode")
+  same(config.options.cmd, { "/bin/lsp-agent" }, "a list option is replaced, not merged")
   same(agent.status(), "", "idle statusline")
+end
+
+checks["setup warns and never throws"] = function()
+  local agent = require("lsp_agent")
+  local config = require("lsp_agent.config")
+  local said = {}
+  local notify = vim.notify
+  vim.notify = function(message, level)
+    said[#said + 1] = { message = message, level = level }
+  end
+  local ok, err = pcall(agent.setup, {
+    answer = { position = "left", size = 30, focsu = true },
+    keymaps = "yes",
+    reveiw = {},
+    review = { context = -1, keys = { accept = "A", reject = "" } },
+    cmd = { "/bin/lsp-agent", "serve" },
+  })
+  local again = pcall(agent.setup, {
+    answer = { position = "left", size = 30, focsu = true },
+    keymaps = "yes",
+    reveiw = {},
+    review = { context = -1, keys = { accept = "A", reject = "" } },
+    cmd = { "/bin/lsp-agent", "serve" },
+  })
+  local options = config.options
+  local bad_types = pcall(agent.setup, "model")
+  vim.notify = notify
+  H.expect(ok and again and bad_types, "setup() threw: " .. tostring(err))
+  same(options.answer.position, "right", "a bad position falls back to the default")
+  same(options.answer.size, 30, "the good options next to it are kept")
+  same(options.cmd, { "/bin/lsp-agent", "serve" }, "and so are the other top-level ones")
+  same(options.keymaps, false, "a bad keymaps value falls back")
+  same(options.review.context, 3, "a negative context falls back")
+  same(options.review.keys.accept, "A", "a one-letter key is allowed, with a warning")
+  same(options.review.keys.reject, "gr", "an empty key falls back")
+  H.expect(#said == 2, ("one notification per setup() with news, got %d"):format(#said))
+  local first = said[1].message
+  same(said[1].level, vim.log.levels.WARN, "a warning")
+  for _, expected in ipairs({
+    'answer.position must be one of "right", "bottom", "float", not "left": using the default',
+    "unknown option answer.focsu: did you mean answer.focus?",
+    "unknown option reveiw: did you mean review?",
+    'keymaps must be a boolean or table, not "yes"',
+    "review.context must be a whole number, 0 or more, not -1",
+    'review.keys.accept = "A" is a key typing text produces',
+    "review.keys.reject must be a key sequence",
+  }) do
+    H.expect(first:find(expected, 1, true), ("%q not in:\n%s"):format(expected, first))
+  end
+  H.expect(
+    said[2].message:find("setup() takes a table of options", 1, true)
+      and not said[2].message:find("focsu", 1, true),
+    "the same problems are not said twice: " .. said[2].message
+  )
+  same(config.did_you_mean("modle", { "model", "mode" }), "model", "a transposition")
+  same(config.did_you_mean("zzz", { "model", "mode" }), nil, "nothing close")
+  agent.setup({})
+end
+
+checks["highlight groups link to defaults a colourscheme can override"] = function()
+  local function target(group)
+    return vim.fn.synIDattr(vim.fn.synIDtrans(vim.fn.hlID(group)), "name")
+  end
+  require("lsp_agent").setup({})
+  same(target("LspAgentReviewAdd"), "DiffAdd", "added lines")
+  same(target("LspAgentReviewDelete"), "DiffDelete", "removed lines")
+  same(target("LspAgentReviewChange"), "DiffChange", "hunk headers")
+  same(target("LspAgentQuestion"), "Question", "questions")
+  vim.cmd("highlight LspAgentReviewAdd guifg=#123456 ctermfg=1")
+  require("lsp_agent.highlights").define()
+  same(target("LspAgentReviewAdd"), "LspAgentReviewAdd", "a colourscheme's own colours stay")
+  vim.cmd("highlight clear")
+  vim.cmd("doautocmd ColorScheme")
+  same(target("LspAgentReviewAdd"), "DiffAdd", "linked again after :colorscheme")
+end
+
+checks["typeahead is flushed"] = function()
+  H.feed("iabc")
+  require("lsp_agent.compat").flush_typeahead()
+  same(vim.fn.getchar(0), 0, "nothing left to read")
+  same(vim.api.nvim_get_mode().mode, "n", "the keys did not run")
 end
 
 H.run(function()

@@ -1,6 +1,12 @@
 /**
  * Starting, restarting and stopping `lsp-agent serve` over stdio with vscode-languageclient.
+ *
+ * The extension starts the process itself, so that a server that cannot start is one clear
+ * notification that says what was tried and what the process said (its stderr), with Open
+ * Settings and Show Log, instead of the language client's cascade of "couldn't create
+ * connection" toasts. Until a start succeeds, every command that needs the server says the same.
  */
+import { ChildProcess, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as vscode from 'vscode';
 import {
@@ -8,29 +14,49 @@ import {
     ApplyWorkspaceEditRequest,
     ApplyWorkspaceEditResult,
     CancellationToken,
+    CloseAction,
     ConfigurationParams,
     DidChangeConfigurationNotification,
+    ErrorAction,
     LanguageClient,
     LanguageClientOptions,
+    MessageActionItem,
     RevealOutputChannelOn,
-    ServerOptions,
+    ShowMessageNotification,
+    ShowMessageParams,
+    ShowMessageRequest,
+    ShowMessageRequestParams,
     State,
 } from 'vscode-languageclient/node';
 import { findExecutable, resolveServerCommand, ServerCommand } from '../command';
-import { AgentEvent, EVENT, SETTINGS_SECTION } from '../protocol';
-import { traceError, traceInfo } from './log';
+import { describeStartFailure, lastLine, StartFailure } from '../messages';
+import { notify, openSetting } from '../notify';
+import { AgentEvent, CLIENT_SECTION, ClientInfo, EVENT, SETTINGS_SECTION } from '../protocol';
+import { traceError, traceInfo, traceWarn } from './log';
 import { pythonInterpreter, serverCommandSetting, serverSettings, userHome, workspaceRoot } from './settings';
 
 export const CLIENT_ID = 'lspAgent';
 export const CLIENT_NAME = 'LSP Agent';
 const API_KEY_SECRET = 'lspAgent.apiKey';
 const API_KEY_VARIABLE = 'LSP_AGENT_API_KEY';
+const SERVER_COMMAND_KEY = `${SETTINGS_SECTION}.server.command`;
+/** Bytes of the server's stderr kept for the message when it fails. */
+const STDERR_KEPT = 8192;
+/** How long a server that was asked to stop may take before it is killed. */
+const STOP_GRACE_MS = 2000;
+
+/** What this extension does itself, declared to the server in `initializationOptions`. */
+export const CLIENT_INFO: ClientInfo = { events: true, showsAnswers: true, settingName: `${SETTINGS_SECTION}.%s` };
+
+export type ServerState = 'running' | 'stopped' | 'failed';
 
 /** What the rest of the extension does with what the server sends. */
 export interface ServerHooks {
     onEvent(event: AgentEvent): void;
     onApplyEdit(params: ApplyWorkspaceEditParams, token: CancellationToken): Promise<ApplyWorkspaceEditResult>;
-    onStateChange(running: boolean): void;
+    onQuestion(params: ShowMessageRequestParams, token: CancellationToken): Promise<MessageActionItem | null>;
+    /** The state changed; `message` says why it failed. */
+    onStateChange(state: ServerState, message?: string): void;
 }
 
 function isExecutable(candidate: string): boolean {
@@ -53,9 +79,69 @@ export function serverCommand(): ServerCommand {
     });
 }
 
+/** The server process: started by us, its stderr's end kept, its end awaitable. */
+class ServerProcess {
+    private stderr = '';
+    readonly closed: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+
+    private constructor(readonly child: ChildProcess) {
+        child.stderr?.on('data', (data: Buffer) => {
+            this.stderr = (this.stderr + data.toString('utf8')).slice(-STDERR_KEPT);
+        });
+        this.closed = new Promise((resolve) => child.once('close', (code, signal) => resolve({ code, signal })));
+    }
+
+    /** Spawn `command`; resolves once the process runs, or with the spawn error's code. */
+    static async spawn(command: ServerCommand, cwd: string, env: NodeJS.ProcessEnv): Promise<ServerProcess | string> {
+        const child = spawn(command.command, command.args, { cwd, env, stdio: 'pipe' });
+        return new Promise((resolve) => {
+            child.once('spawn', () => resolve(new ServerProcess(child)));
+            child.once('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message));
+        });
+    }
+
+    get stderrTail(): string {
+        return this.stderr;
+    }
+
+    get alive(): boolean {
+        return this.child.exitCode === null && this.child.signalCode === null;
+    }
+
+    /** The exit, waited for at most `ms` (a stuck process is not worth waiting for). */
+    async exited(ms: number): Promise<{ code: number | null; signal: NodeJS.Signals | null } | undefined> {
+        let timer: NodeJS.Timeout | undefined;
+        const late = new Promise<undefined>((resolve) => {
+            timer = setTimeout(() => resolve(undefined), ms);
+        });
+        try {
+            return await Promise.race([this.closed, late]);
+        } finally {
+            clearTimeout(timer);
+        }
+    }
+
+    /** Let it end on its own (its stdin closed), else kill it. */
+    async stop(): Promise<void> {
+        if (this.alive && (await this.exited(STOP_GRACE_MS)) === undefined) {
+            this.child.kill('SIGTERM');
+        }
+    }
+}
+
+/** The language client, minus its own notifications: this extension reports failures itself. */
+class AgentClient extends LanguageClient {
+    override error(message: string, data?: unknown): void {
+        super.error(message, data, false);
+    }
+}
+
 export class Server implements vscode.Disposable {
     private client: LanguageClient | undefined;
+    private process: ServerProcess | undefined;
     private starting: Promise<LanguageClient | undefined> | undefined;
+    /** Why the last start failed (cleared by a start that works). */
+    private failure: string | undefined;
     private readonly disposables: vscode.Disposable[] = [];
 
     constructor(
@@ -68,7 +154,10 @@ export class Server implements vscode.Disposable {
         );
     }
 
-    /** The running client, started on first use; undefined when it cannot start (the user is told). */
+    /**
+     * The running client, started on first use (and again after a failure); undefined when it
+     * cannot start, after the user was shown why.
+     */
     async ensure(): Promise<LanguageClient | undefined> {
         if (this.client && this.client.state === State.Running) {
             return this.client;
@@ -84,6 +173,11 @@ export class Server implements vscode.Disposable {
         return this.client?.state === State.Running ? this.client : undefined;
     }
 
+    /** Why the server is not running, after a start failed. */
+    get failed(): string | undefined {
+        return this.failure;
+    }
+
     async restart(): Promise<LanguageClient | undefined> {
         await this.stop();
         return this.ensure();
@@ -91,14 +185,17 @@ export class Server implements vscode.Disposable {
 
     async stop(): Promise<void> {
         const client = this.client;
+        const launched = this.process;
         this.client = undefined;
+        this.process = undefined;
         if (client) {
             try {
-                await client.dispose(2000);
+                await client.dispose(STOP_GRACE_MS);
             } catch (error) {
                 traceError('stopping the server failed', error);
             }
         }
+        await launched?.stop();
     }
 
     async getApiKey(): Promise<string | undefined> {
@@ -130,7 +227,7 @@ export class Server implements vscode.Disposable {
         try {
             command = serverCommand();
         } catch (error) {
-            void this.startFailed((error as Error).message);
+            this.fail(`LSP Agent could not start its server: ${(error as Error).message}.`);
             return undefined;
         }
         const env: NodeJS.ProcessEnv = { ...process.env };
@@ -138,21 +235,32 @@ export class Server implements vscode.Disposable {
         if (apiKey) {
             env[API_KEY_VARIABLE] = apiKey;
         }
-        traceInfo(`starting the server (${command.source}): ${[command.command, ...command.args].join(' ')}`);
-        const serverOptions: ServerOptions = {
-            command: command.command,
-            args: command.args,
-            // No `transport`: TransportKind.stdio would append `--stdio`, which `serve` refuses.
-            options: { cwd: folder.uri.fsPath, env },
-        };
+        const line = [command.command, ...command.args].join(' ');
+        traceInfo(`starting the server (${command.source}): ${line}`);
+        const launched = await ServerProcess.spawn(command, folder.uri.fsPath, env);
+        if (typeof launched === 'string') {
+            this.startFailed({ command, spawnError: launched, pathVariable: process.env.PATH });
+            return undefined;
+        }
+        let running = false;
         const clientOptions: LanguageClientOptions = {
             documentSelector: [{ scheme: 'file' }],
             outputChannel: this.log,
             traceOutputChannel: this.log,
             revealOutputChannelOn: RevealOutputChannelOn.Never,
-            initializationOptions: {
-                [SETTINGS_SECTION]: serverSettings(folder.uri),
-                lspAgentClient: { events: true, showsAnswers: true, settingName: 'lspAgent.%s' },
+            initializationOptions: { [SETTINGS_SECTION]: serverSettings(folder.uri), [CLIENT_SECTION]: CLIENT_INFO },
+            initializationFailedHandler: () => false,
+            errorHandler: {
+                error: (_error, _message, count) => ({
+                    action: (count ?? 0) <= 3 ? ErrorAction.Continue : ErrorAction.Shutdown,
+                    handled: true,
+                }),
+                closed: () => {
+                    if (running && this.process === launched) {
+                        void this.stopped(command, launched);
+                    }
+                    return { action: CloseAction.DoNotRestart, handled: true };
+                },
             },
             middleware: {
                 workspace: {
@@ -160,24 +268,102 @@ export class Server implements vscode.Disposable {
                 },
             },
         };
-        const client = new LanguageClient(CLIENT_ID, CLIENT_NAME, serverOptions, clientOptions);
+        const client = new AgentClient(CLIENT_ID, CLIENT_NAME, () => Promise.resolve(launched.child), clientOptions);
         client.onNotification(EVENT, (event: AgentEvent) => this.hooks.onEvent(event));
+        client.onNotification(ShowMessageNotification.type, (params) => this.showMessage(params));
+        client.onRequest(ShowMessageRequest.type, (params, token) => this.hooks.onQuestion(params, token));
         client.onRequest(ApplyWorkspaceEditRequest.type, (params, token) => this.hooks.onApplyEdit(params, token));
-        client.onDidChangeState((change) => this.hooks.onStateChange(change.newState === State.Running));
+        client.onDidChangeState((change) => {
+            if (change.newState === State.Running) {
+                this.hooks.onStateChange('running');
+            } else if (change.newState === State.Stopped && this.failure === undefined) {
+                this.hooks.onStateChange('stopped');
+            }
+        });
         this.client = client;
+        this.process = launched;
+        let failed: string | undefined;
         try {
             await client.start();
         } catch (error) {
+            failed = error instanceof Error ? error.message : String(error);
+        }
+        // A connection that closes during `initialize` can leave `start()` resolved though the
+        // client never ran: the state says.
+        if (failed === undefined && client.state !== State.Running) {
+            failed = 'the connection closed before the server answered';
+        }
+        if (failed !== undefined) {
+            const ended = await launched.exited(STOP_GRACE_MS);
             if (this.client === client) {
                 this.client = undefined;
+                this.process = undefined;
             }
             void client.dispose().catch(() => undefined);
-            void this.startFailed(
-                `could not start ${command.command}: ${error instanceof Error ? error.message : String(error)}`,
-            );
+            void launched.stop();
+            this.startFailed({
+                command,
+                exitCode: ended?.code,
+                signal: ended?.signal,
+                stderr: launched.stderrTail,
+                error: failed,
+                pathVariable: process.env.PATH,
+            });
             return undefined;
         }
-        return this.client === client ? client : undefined;
+        if (this.client !== client) {
+            return undefined;
+        }
+        running = true;
+        this.failure = undefined;
+        return client;
+    }
+
+    /** The server stopped on its own after it had started. */
+    private async stopped(command: ServerCommand, launched: ServerProcess): Promise<void> {
+        const ended = await launched.exited(STOP_GRACE_MS);
+        this.client = undefined;
+        this.process = undefined;
+        const how = ended?.signal ? `killed by ${ended.signal}` : `exited with code ${ended?.code ?? 'unknown'}`;
+        const said = lastLine(launched.stderrTail);
+        const message = `LSP Agent: the server stopped (${how})${said ? `: ${said}` : ''}. The next command starts it again.`;
+        traceError(`${message}\n${[command.command, ...command.args].join(' ')}`);
+        this.failure = message;
+        this.hooks.onStateChange('failed', message);
+        await notify('error', message, [
+            { title: 'Restart Server', run: () => this.restart() },
+            { title: 'Show Log', run: () => this.log.show() },
+        ]);
+    }
+
+    private startFailed(failure: StartFailure): void {
+        const { message, detail } = describeStartFailure(failure);
+        traceError(`${message}\n${detail}`);
+        this.fail(message);
+    }
+
+    /** Say why the server is not running, with the way to fix it. */
+    private fail(message: string): void {
+        this.failure = message;
+        this.hooks.onStateChange('failed', message);
+        void notify(
+            'error',
+            message,
+            [
+                { title: 'Open Settings', run: () => openSetting(SERVER_COMMAND_KEY) },
+                { title: 'Show Log', run: () => this.log.show() },
+            ],
+            [SERVER_COMMAND_KEY],
+        );
+    }
+
+    /** `window/showMessage`: as the client would, plus a button for each setting it names. */
+    private showMessage(params: ShowMessageParams): void {
+        const severity = params.type === 1 ? 'error' : params.type === 2 ? 'warning' : 'info';
+        if (severity !== 'info') {
+            traceWarn(params.message);
+        }
+        void notify(severity, params.message);
     }
 
     /** Answer `workspace/configuration`: the `lspAgent` section is ours (only what the user set). */
@@ -198,32 +384,32 @@ export class Server implements vscode.Disposable {
     }
 
     private configurationChanged(change: vscode.ConfigurationChangeEvent): void {
-        const client = this.running;
-        if (change.affectsConfiguration(`${SETTINGS_SECTION}.server.command`)) {
-            if (client) {
-                void vscode.window
-                    .showInformationMessage('lspAgent.server.command changed: restart the LSP Agent server?', 'Restart')
-                    .then((choice) => (choice === 'Restart' ? this.restart() : undefined));
-            }
+        if (change.affectsConfiguration(SERVER_COMMAND_KEY)) {
+            void this.commandChanged();
             return;
         }
+        const client = this.running;
         if (client && change.affectsConfiguration(SETTINGS_SECTION)) {
             // The server reads the section again through `workspace/configuration`.
             void client.sendNotification(DidChangeConfigurationNotification.type, { settings: null });
         }
     }
 
-    private async startFailed(message: string): Promise<void> {
-        traceError(message);
-        const choice = await vscode.window.showErrorMessage(
-            `LSP Agent: ${message}. Install lsp-agent (pip install lsp-agent) or set lspAgent.server.command.`,
-            'Open Settings',
-            'Show Log',
-        );
-        if (choice === 'Open Settings') {
-            await vscode.commands.executeCommand('workbench.action.openSettings', 'lspAgent.server.command');
-        } else if (choice === 'Show Log') {
-            this.log.show();
+    /** `lspAgent.server.command` changed: offer a restart, or start at once after a failure. */
+    private async commandChanged(): Promise<void> {
+        await this.starting; // a start under way used the old command: let it end first
+        if (this.running) {
+            const choice = await vscode.window.showInformationMessage(
+                `${SERVER_COMMAND_KEY} changed: restart the LSP Agent server?`,
+                'Restart',
+            );
+            if (choice === 'Restart') {
+                await this.restart();
+            }
+        } else if (this.failure !== undefined) {
+            // The user is fixing the command that failed: try it at once.
+            traceInfo(`${SERVER_COMMAND_KEY} changed: starting the server again`);
+            await this.ensure();
         }
     }
 }

@@ -21,7 +21,7 @@ function explicitValue<T>(config: vscode.WorkspaceConfiguration, key: string): T
 }
 
 /**
- * The `lspAgent` section for the server: each DESIGN §4 setting the user set, flat, camelCase.
+ * The `lspAgent` section for the server: each server setting the user set, flat, camelCase.
  * Defaults are left out so that environment variables and `~/.agents/env` keep their say;
  * an empty string counts as not set. The API key is not here: it goes in the environment.
  */

@@ -1,0 +1,208 @@
+"""Benchmark: how soon the first ask reaches the model, and what an idle server holds in memory.
+
+Through `lsp-agent serve` over stdio, driven byte by byte, with the scripted model endpoint on
+loopback (`tests/fake_model.py`), in a git repository of `--files` files:
+
+- first ask: the client sends `initialized` and, at once, `lspAgent.ask`; the figure is the time
+  from sending them to the request's arrival at the model endpoint (targets: ≤ 150 ms, whatever
+  the repository's size). It covers the settings request, loading the agent, making the session
+  (system prompt, AGENTS.md, skills), the reminder and the request sent; it leaves out process
+  start and `initialize` (`benchmarks/startup.py`).
+- idle RSS: the resident memory of a server that answered `initialize` and `initialized` and has
+  finished starting (its workspace watcher ready, read from `lspAgent.status`), before any ask
+  (target ≤ 40 MB); and again after one ask.
+
+Usage: .venv/bin/python benchmarks/first_ask.py [--files 1,50000] [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import IO, Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.editor import server_env
+from tests.fake_model import ScriptedModel, reply
+
+
+def frame(payload: dict[str, Any]) -> bytes:
+    body = json.dumps(payload).encode()
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+class Raw:
+    """A server on stdio; its requests to the client get null results."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "lsp_agent", "serve"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.stdin: IO[bytes] = self.process.stdin
+        self.stdout: IO[bytes] = self.process.stdout
+
+    def send(self, *payloads: dict[str, Any]) -> None:
+        self.stdin.write(b"".join(frame(p) for p in payloads))
+        self.stdin.flush()
+
+    def read(self) -> dict[str, Any]:
+        length = 0
+        while True:
+            line = self.stdout.readline()
+            if not line:
+                raise RuntimeError("the server closed stdout")
+            if line in (b"\r\n", b"\n"):
+                break
+            if line.lower().startswith(b"content-length:"):
+                length = int(line.split(b":")[1])
+        message: dict[str, Any] = json.loads(self.stdout.read(length))
+        return message
+
+    def answer(self, request_id: Any) -> dict[str, Any]:
+        while True:
+            message = self.read()
+            if "method" in message and "id" in message:
+                items = message.get("params", {}).get("items", [])
+                result = [None] * len(items) if "configuration" in message["method"] else None
+                self.send({"jsonrpc": "2.0", "id": message["id"], "result": result})
+            elif message.get("id") == request_id and "method" not in message:
+                return message
+
+    def rss_mb(self) -> float:
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def close(self) -> None:
+        self.send({"jsonrpc": "2.0", "id": "bye", "method": "shutdown"})
+        self.send({"jsonrpc": "2.0", "method": "exit"})
+        self.process.wait(10)
+
+
+def repository(root: Path, files: int) -> Path:
+    root.mkdir(parents=True)
+    for index in range(files):
+        folder = root / f"pkg{index // 1000}"
+        folder.mkdir(exist_ok=True)
+        (folder / f"m{index}.py").write_text(f"VALUE = {index}\n")
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    subprocess.run(["git", "-C", str(root), "add", "-A"], check=True)
+    subprocess.run(
+        ["git", "-C", str(root), "-c", "user.name=b", "-c", "user.email=b@x", "commit", "-qm", "."],
+        check=True,
+    )
+    return root
+
+
+def initialize(server: Raw, root: Path, model: ScriptedModel) -> None:
+    settings = {"baseUrl": model.base_url, "model": "bench"}
+    server.send(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "processId": os.getpid(),
+                "rootUri": root.as_uri(),
+                "capabilities": {},
+                "initializationOptions": {"lspAgent": settings},
+            },
+        }
+    )
+    server.answer(1)
+
+
+def first_ask(root: Path, env: dict[str, str]) -> float:
+    with ScriptedModel() as model:
+        server = Raw(env)
+        try:
+            initialize(server, root, model)
+            model.add(reply("hi"))
+            sent = time.perf_counter()
+            server.send(
+                {"jsonrpc": "2.0", "method": "initialized", "params": {}},
+                {
+                    "jsonrpc": "2.0",
+                    "id": 2,
+                    "method": "workspace/executeCommand",
+                    "params": {"command": "lspAgent.ask", "arguments": [{"prompt": "hi"}]},
+                },
+            )
+            server.answer(2)
+            return model.timings[0].received - sent
+        finally:
+            server.close()
+
+
+def idle_rss(root: Path, env: dict[str, str]) -> tuple[float, float]:
+    with ScriptedModel() as model:
+        server = Raw(env)
+        try:
+            initialize(server, root, model)
+            server.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+            ready = False
+            request = 10
+            while not ready:
+                request += 1
+                server.send(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": request,
+                        "method": "workspace/executeCommand",
+                        "params": {"command": "lspAgent.status", "arguments": [{}]},
+                    }
+                )
+                ready = bool(server.answer(request)["result"]["changes"]["ready"])
+            idle = server.rss_mb()
+            model.add(reply("hi"))
+            server.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 2,
+                    "method": "workspace/executeCommand",
+                    "params": {"command": "lspAgent.ask", "arguments": [{"prompt": "hi"}]},
+                }
+            )
+            server.answer(2)
+            return idle, server.rss_mb()
+        finally:
+            server.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", default="1,50000")
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        base = Path(folder)
+        (base / "home").mkdir()
+        env = server_env(base / "state", base / "home")
+        for size in [int(n) for n in args.files.split(",")]:
+            root = repository(base / f"repo{size}", size)
+            times = [first_ask(root, env) * 1000 for _ in range(args.runs)]
+            idle, after = idle_rss(root, env)
+            print(
+                f"{size:>7} files: first ask reaches the model in median "
+                f"{statistics.median(times):.0f} ms (min {min(times):.0f}, max {max(times):.0f}; "
+                f"target ≤ 150); RSS idle {idle:.1f} MB (target ≤ 40), after one ask "
+                f"{after:.1f} MB"
+            )
+
+
+if __name__ == "__main__":
+    main()

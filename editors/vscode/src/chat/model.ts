@@ -1,0 +1,765 @@
+/**
+ * The chat view's model of one session's conversation: the items it shows (prompts, answers, tool
+ * calls, edit cards, questions, notes, the end of each turn), built from `lspAgent.history` after
+ * any restart and kept up to date by the turn's `lspAgent/event`s as it runs. Both paths give the
+ * same items, so a reload shows what was seen live.
+ *
+ * Pure: no VS Code API. Each change returns what to draw again (`Change`).
+ */
+import { addUsage, describeArguments, displayUri, emptyUsage, Usage } from '../events';
+import type { AgentEvent, HistoryItem, QuestionState } from '../protocol';
+
+/** Tools whose calls propose edits: they show as edit cards. */
+export const EDIT_TOOLS: readonly string[] = ['edit_file', 'write_file', 'apply_patch'];
+
+/** What the user pointed at: a file, and lines in it (1-based; none: the whole file). */
+export interface SelectionRef {
+    path: string;
+    startLine?: number;
+    endLine?: number;
+}
+
+export interface HunkOutcome {
+    /** `hunk 1 · lines 3-4` */
+    label: string;
+    status: 'accepted' | 'rejected' | 'modified';
+}
+
+export interface FileOutcome {
+    path: string;
+    applied: boolean;
+    undoable: boolean;
+}
+
+/** The review on screen for an edit card (or for an undo). */
+export interface ReviewRef {
+    label: string;
+    files: string[];
+}
+
+interface Base {
+    /** Stable for the item's life in this model: the webview keys its elements by it. */
+    key: number;
+    turn: number;
+}
+
+export interface PromptItem extends Base {
+    kind: 'prompt';
+    text: string;
+    /** Files added as context with `#`. */
+    files: string[];
+    selection?: SelectionRef;
+}
+
+export interface AnswerItem extends Base {
+    kind: 'answer';
+    /** The model's Markdown. */
+    text: string;
+    streaming: boolean;
+}
+
+export interface ToolItem extends Base {
+    kind: 'tool';
+    name: string;
+    args: unknown;
+    /** The arguments in one short line. */
+    line: string;
+    state: 'running' | 'done' | 'failed';
+    summary?: string;
+    /** The text the model got. */
+    result?: string;
+    /** How the permission was decided, when it was asked or denied. */
+    permission?: string;
+}
+
+export interface EditItem extends Base {
+    kind: 'edit';
+    name: string;
+    args: unknown;
+    line: string;
+    state: 'running' | 'review' | 'applied' | 'partial' | 'rejected' | 'failed';
+    summary?: string;
+    result?: string;
+    permission?: string;
+    files: FileOutcome[];
+    hunks: HunkOutcome[];
+    /** The diff of what landed, from the result. */
+    diff?: string;
+    review?: ReviewRef;
+}
+
+export interface QuestionItem extends Base {
+    kind: 'question';
+    id?: string | number;
+    name: string;
+    text: string;
+    actions: string[];
+    /** `answering`: the user clicked, the server has not said yet. */
+    state: QuestionState | 'answering';
+    answer?: string | null;
+    timeoutSeconds?: number;
+}
+
+export interface NoteItem extends Base {
+    kind: 'note';
+    text: string;
+    tone: 'info' | 'warning' | 'error';
+}
+
+export interface StatusItem extends Base {
+    kind: 'status';
+    status: string;
+    error?: string;
+    usage?: Usage;
+    /** Whether the turn's edits can be undone from here. */
+    undo: 'none' | 'available' | 'running' | 'done';
+}
+
+/** A review that belongs to no edit card (an undo's). */
+export interface ReviewItem extends Base {
+    kind: 'review';
+    /** What is reviewed: `Undo of turn 2`, or the edit's label. */
+    title: string;
+    review: ReviewRef;
+}
+
+export type ChatItem = PromptItem | AnswerItem | ToolItem | EditItem | QuestionItem | NoteItem | StatusItem | ReviewItem;
+
+/** What a change of the model asks the view to draw again. */
+export interface Change {
+    upsert: ChatItem[];
+    remove: number[];
+}
+
+/** The session's figures for the header. */
+export interface Summary {
+    usage: Usage;
+    contextTokens?: number;
+    contextWindow?: number;
+}
+
+const CONTEXT_FILES_LEAD = 'Files the user added as context (read them):';
+
+/** The prompt as sent: what the user typed, then the files they added with `#`. */
+export function withContextFiles(text: string, files: readonly string[]): string {
+    if (files.length === 0) {
+        return text;
+    }
+    return `${text}\n\n${CONTEXT_FILES_LEAD} ${files.map((file) => `\`${file}\``).join(', ')}`;
+}
+
+/** The inverse of `withContextFiles`: what the user typed, and the files. */
+export function splitContextFiles(prompt: string): { text: string; files: string[] } {
+    const at = prompt.lastIndexOf(`\n\n${CONTEXT_FILES_LEAD} `);
+    if (at < 0) {
+        return { text: prompt, files: [] };
+    }
+    const tail = prompt.slice(at + CONTEXT_FILES_LEAD.length + 3);
+    const files = [...tail.matchAll(/`([^`]+)`/g)].map((match) => match[1] as string);
+    if (files.length === 0 || tail.replace(/`[^`]+`(, )?/g, '') !== '') {
+        return { text: prompt, files: [] };
+    }
+    return { text: prompt.slice(0, at), files };
+}
+
+/** `hello.py:3-5` */
+export function selectionLabel(selection: SelectionRef): string {
+    if (!selection.startLine) {
+        return selection.path;
+    }
+    const end = selection.endLine ?? selection.startLine;
+    return end === selection.startLine ? `${selection.path}:${selection.startLine}` : `${selection.path}:${selection.startLine}-${end}`;
+}
+
+/**
+ * What became of an edit, from the text the model was told (`toolResult.result`): applied,
+ * partly, rejected or failed; each hunk's outcome; the diff of what landed.
+ */
+export function editOutcome(
+    result: string | undefined,
+    ok: boolean | undefined,
+): { state: EditItem['state']; hunks: HunkOutcome[]; diff?: string } {
+    const text = result ?? '';
+    if (ok === false) {
+        return { state: /the user rejected/.test(text) ? 'rejected' : 'failed', hunks: [] };
+    }
+    const hunks: HunkOutcome[] = [];
+    for (const match of text.matchAll(/^- (hunks? [\d-]+) \((.*)\): (accepted|rejected|modified)\b/gm)) {
+        hunks.push({ label: `${match[1]} · ${match[2]}`, status: match[3] as HunkOutcome['status'] });
+    }
+    if (hunks.length > 0) {
+        const kept = hunks.filter((hunk) => hunk.status === 'accepted').length;
+        return { state: kept === hunks.length ? 'applied' : 'partial', hunks };
+    }
+    const start = text.search(/^--- /m);
+    const diff = start >= 0 ? text.slice(start).replace(/\n+$/, '') : undefined;
+    for (const where of changedLines(diff ?? '')) {
+        hunks.push({ label: `hunk ${hunks.length + 1} · ${where}`, status: 'accepted' });
+    }
+    const all = /\(all (\d+) hunks as proposed\)/.exec(text);
+    if (hunks.length === 0 && all) {
+        for (let i = 1; i <= Number(all[1]); i++) {
+            hunks.push({ label: `hunk ${i}`, status: 'accepted' });
+        }
+    }
+    return { state: ok === undefined ? 'failed' : 'applied', hunks, diff };
+}
+
+/**
+ * Where each hunk of a unified diff changed the new text, without its context lines:
+ * `line 2`, `lines 3-5`, or `after line 7` for lines removed only.
+ */
+export function changedLines(diff: string): string[] {
+    const found: string[] = [];
+    let line = 0;
+    let first: number | undefined;
+    let last: number | undefined;
+    let removedAt: number | undefined;
+    const close = (): void => {
+        if (first !== undefined && last !== undefined) {
+            found.push(first === last ? `line ${first}` : `lines ${first}-${last}`);
+        } else if (removedAt !== undefined) {
+            found.push(removedAt > 1 ? `after line ${removedAt - 1}` : 'at the start');
+        }
+        first = last = removedAt = undefined;
+    };
+    let inHunk = false;
+    for (const text of diff.split('\n')) {
+        const header = /^@@ -\d+(?:,\d+)? \+(\d+)(?:,\d+)? @@/.exec(text);
+        if (header) {
+            if (inHunk) {
+                close();
+            }
+            inHunk = true;
+            line = Number(header[1]);
+        } else if (!inHunk || text.startsWith('--- ') || text.startsWith('+++ ')) {
+            if (inHunk && text.startsWith('--- ')) {
+                close();
+                inHunk = false;
+            }
+        } else if (text.startsWith('+')) {
+            first ??= line;
+            last = line;
+            line++;
+        } else if (text.startsWith('-')) {
+            removedAt ??= line;
+        } else if (text.startsWith(' ')) {
+            line++;
+        }
+    }
+    if (inHunk) {
+        close();
+    }
+    return found;
+}
+
+/** How a permission was decided, in a few words. */
+export function permissionText(permission: { decision?: string; reason?: string; scope?: string } | null | undefined): string | undefined {
+    if (!permission?.decision) {
+        return undefined;
+    }
+    const scope = permission.scope ? ` (${permission.scope})` : '';
+    const reason = permission.reason ? `: ${permission.reason}` : '';
+    return `${permission.decision}${scope}${reason}`;
+}
+
+function compactionText(strategy: string | undefined, before: number | undefined, after: number | undefined): string {
+    const figures = before !== undefined && after !== undefined ? `: ${before} → ${after} tokens` : '';
+    return `Context compacted (${strategy ?? 'compact'})${figures}`;
+}
+
+function undoText(turn: number | undefined, files: readonly string[] | undefined): string {
+    const list = files && files.length > 0 ? `: ${files.join(', ')}` : '';
+    return `Turn ${turn ?? '?'} undone${list}`;
+}
+
+export class ChatModel {
+    items: ChatItem[] = [];
+    /** The session shown (undefined: none yet; the next turn makes one). */
+    session: string | undefined;
+    /** The session's title (its first prompt). */
+    title: string | undefined;
+    private nextKey = 1;
+    /** The turn running now: its number once the server said, and its open tool call. */
+    private live: { turn: number; tool?: ToolItem | EditItem; usage: Usage } | undefined;
+    /** Usage read from the history, waiting for its turn's status. */
+    private heldUsage = new Map<number, Usage>();
+    private context: { tokens?: number; window?: number } = {};
+    /** Turns undone, and turns whose undo runs now. */
+    private undone = new Set<number>();
+    private undoing = new Set<number>();
+    /** A review that came with no edit card to carry it. */
+    private looseReview: ReviewItem | undefined;
+
+    constructor(private readonly root?: string) {}
+
+    /** Show `session` from its history (empty for a new session). */
+    load(session: string | undefined, history: readonly HistoryItem[], title?: string): void {
+        this.items = [];
+        this.session = session;
+        this.title = title;
+        this.live = undefined;
+        this.heldUsage.clear();
+        this.undone.clear();
+        this.undoing.clear();
+        this.looseReview = undefined;
+        this.context = {};
+        for (const item of history) {
+            this.fromHistory(item);
+        }
+        this.title ??= this.items.find((item): item is PromptItem => item.kind === 'prompt')?.text;
+        this.refreshUndo();
+    }
+
+    /** The session's context use, from `lspAgent.status` (after a reload: no event said it yet). */
+    setContext(tokens: number | undefined, window: number | undefined): void {
+        this.context = { tokens: tokens ?? this.context.tokens, window: window ?? this.context.window };
+    }
+
+    /** Every turn's usage summed, and the context use now. */
+    summary(): Summary {
+        let usage = emptyUsage();
+        const add = (turn: Usage): void => {
+            usage = {
+                calls: usage.calls + turn.calls,
+                inputTokens: usage.inputTokens + turn.inputTokens,
+                cachedTokens: usage.cachedTokens + turn.cachedTokens,
+                outputTokens: usage.outputTokens + turn.outputTokens,
+                cost: turn.cost !== undefined ? (usage.cost ?? 0) + turn.cost : usage.cost,
+            };
+        };
+        for (const item of this.items) {
+            if (item.kind === 'status' && item.usage) {
+                add(item.usage);
+            }
+        }
+        if (this.live && !this.items.some((i) => i.kind === 'status' && i.turn === this.live?.turn)) {
+            add(this.live.usage);
+        }
+        if (usage.cost === undefined) {
+            delete usage.cost;
+        }
+        return { usage, contextTokens: this.context.tokens, contextWindow: this.context.window };
+    }
+
+    get running(): boolean {
+        return this.live !== undefined;
+    }
+
+    /** A turn starts (from the chat or a palette command): its prompt. */
+    beginTurn(prompt: string, selection?: SelectionRef): Change {
+        this.live = { turn: this.lastTurn() + 1, usage: emptyUsage() };
+        const { text, files } = splitContextFiles(prompt);
+        const item = this.add<PromptItem>({ kind: 'prompt', turn: this.live.turn, text, files, selection });
+        this.title ??= text;
+        return { upsert: [item], remove: [] };
+    }
+
+    /** The session's last turn still runs (the history was read meanwhile): follow its events. */
+    continueTurn(): void {
+        this.live = { turn: this.lastTurn(), usage: emptyUsage() };
+    }
+
+    /** One `lspAgent/event` of the running turn. */
+    event(event: AgentEvent): Change {
+        const change: Change = { upsert: [], remove: [] };
+        if (!this.live) {
+            return change;
+        }
+        const live = this.live;
+        if (live.turn !== event.turn) {
+            // The server numbers the turn: the items made before it said are renumbered.
+            for (const item of this.items) {
+                if (item.turn === live.turn) {
+                    item.turn = event.turn;
+                }
+            }
+            live.turn = event.turn;
+        }
+        switch (event.kind) {
+            case 'text': {
+                const last = this.items[this.items.length - 1];
+                if (last?.kind === 'answer' && last.streaming && last.turn === live.turn) {
+                    last.text += event.text;
+                    change.upsert.push(last);
+                } else if (event.text) {
+                    change.upsert.push(this.add<AnswerItem>({ kind: 'answer', turn: live.turn, text: event.text, streaming: true }));
+                }
+                break;
+            }
+            case 'tool': {
+                this.endStreaming(change);
+                const item = this.toolItem(live.turn, event.name, event.args, 'running');
+                live.tool = item;
+                change.upsert.push(item);
+                if (item.kind === 'edit' && this.looseReview) {
+                    this.moveReview(item, change);
+                }
+                break;
+            }
+            case 'permission': {
+                if (live.tool) {
+                    live.tool.permission = permissionText(event);
+                    change.upsert.push(live.tool);
+                }
+                break;
+            }
+            case 'question':
+                change.upsert.push(this.question(event));
+                break;
+            case 'toolResult': {
+                const tool = live.tool;
+                live.tool = undefined;
+                if (tool) {
+                    this.settleTool(tool, event.ok, event.summary, event.result);
+                    change.upsert.push(tool);
+                }
+                break;
+            }
+            case 'edit': {
+                const card = this.lastOf('edit', live.turn) as EditItem | undefined;
+                if (card) {
+                    addFile(card, displayUri(event.uri, this.root), event.applied, event.applied);
+                    change.upsert.push(card);
+                }
+                break;
+            }
+            case 'usage':
+                live.usage = addUsage(live.usage, event);
+                this.setContext(event.contextTokens, event.contextWindow);
+                break;
+            case 'compaction':
+                if (event.phase === undefined) {
+                    change.upsert.push(this.note(live.turn, compactionText(event.strategy, event.before, event.after), 'info'));
+                }
+                break;
+            case 'status':
+                this.endStreaming(change);
+                change.upsert.push(this.status(live.turn, event.status, event.error, live.usage));
+                break;
+            default:
+                break;
+        }
+        return change;
+    }
+
+    /**
+     * The turn's request ended: its status (when no `status` event said it), and the answer
+     * when none streamed. `answer` is the result's answer, `error` what ended the request.
+     */
+    endTurn(outcome: { status: string; answer?: string; error?: string }): Change {
+        const change: Change = { upsert: [], remove: [] };
+        const live = this.live;
+        if (!live) {
+            return change;
+        }
+        this.endStreaming(change);
+        const turnItems = this.items.filter((item) => item.turn === live.turn);
+        if (outcome.answer && !turnItems.some((item) => item.kind === 'answer')) {
+            const at = turnItems.findIndex((item) => item.kind === 'status');
+            const answer = this.make<AnswerItem>({ kind: 'answer', turn: live.turn, text: outcome.answer, streaming: false });
+            if (at >= 0) {
+                // Before the status line: the answer is part of the turn.
+                this.items.splice(this.items.indexOf(turnItems[at] as ChatItem), 0, answer);
+                change.upsert.push(answer, ...this.items.slice(this.items.indexOf(answer) + 1));
+            } else {
+                this.items.push(answer);
+                change.upsert.push(answer);
+            }
+        }
+        if (!turnItems.some((item) => item.kind === 'status')) {
+            change.upsert.push(this.status(live.turn, outcome.status, outcome.error, live.usage));
+        }
+        for (const item of this.items) {
+            if (item.kind === 'question' && item.turn === live.turn && (item.state === 'open' || item.state === 'answering')) {
+                item.state = 'withdrawn';
+                change.upsert.push(item);
+            }
+        }
+        this.live = undefined;
+        return change;
+    }
+
+    /** A note of the extension's (an error, an undo that was refused). */
+    addNote(text: string, tone: NoteItem['tone'] = 'info'): Change {
+        return { upsert: [this.note(this.lastTurn(), text, tone)], remove: [] };
+    }
+
+    /** The user clicked an answer: the card waits for the server to confirm. */
+    answering(key: number): Change {
+        const item = this.items.find((i) => i.key === key);
+        if (item?.kind !== 'question' || item.state !== 'open') {
+            return { upsert: [], remove: [] };
+        }
+        item.state = 'answering';
+        return { upsert: [item], remove: [] };
+    }
+
+    /** A review opened (`review`) or closed (undefined): on the running edit card, else its own card. */
+    setReview(review: ReviewRef | undefined): Change {
+        const change: Change = { upsert: [], remove: [] };
+        const holder = this.items.find((item): item is EditItem => item.kind === 'edit' && item.review !== undefined);
+        if (holder) {
+            holder.review = undefined;
+            if (holder.state === 'review') {
+                holder.state = 'running';
+            }
+            change.upsert.push(holder);
+        }
+        if (this.looseReview) {
+            change.remove.push(this.looseReview.key);
+            this.items = this.items.filter((item) => item !== this.looseReview);
+            this.looseReview = undefined;
+        }
+        if (!review) {
+            return change;
+        }
+        const tool = this.live?.tool;
+        if (tool?.kind === 'edit' && this.undoing.size === 0) {
+            tool.review = review;
+            tool.state = 'review';
+            change.upsert.push(tool);
+        } else {
+            const undoing = [...this.undoing];
+            const title = undoing.length > 0 ? `Undo of turn ${undoing.join(', ')}: ${review.label}` : review.label;
+            this.looseReview = this.add<ReviewItem>({ kind: 'review', turn: this.lastTurn(), title, review });
+            change.upsert.push(this.looseReview);
+        }
+        return change;
+    }
+
+    /** An undo of `turn` was asked for (`running`), or ended (`done` when it was applied). */
+    setUndo(turn: number, state: 'running' | 'done' | 'failed', files?: string[]): Change {
+        const change: Change = { upsert: [], remove: [] };
+        if (state === 'running') {
+            this.undoing.add(turn);
+        } else {
+            this.undoing.delete(turn);
+        }
+        if (state === 'done') {
+            this.undone.add(turn);
+            change.upsert.push(this.note(this.lastTurn(), undoText(turn, files), 'info'));
+        }
+        change.upsert.push(...this.refreshUndo());
+        return change;
+    }
+
+    /** The last turn whose edits can be undone. */
+    lastUndoable(): number | undefined {
+        const turns = this.items.filter((item): item is StatusItem => item.kind === 'status' && item.undo === 'available');
+        return turns[turns.length - 1]?.turn;
+    }
+
+    private fromHistory(item: HistoryItem): void {
+        const turn = item.turn;
+        switch (item.type) {
+            case 'prompt': {
+                const { text, files } = splitContextFiles(item.text ?? '');
+                const selection = item.selection
+                    ? { path: item.selection.path, startLine: item.selection.startLine || undefined, endLine: item.selection.endLine || undefined }
+                    : undefined;
+                this.add<PromptItem>({ kind: 'prompt', turn, text, files, selection });
+                break;
+            }
+            case 'answer':
+                this.add<AnswerItem>({ kind: 'answer', turn, text: item.text ?? '', streaming: false });
+                break;
+            case 'tool': {
+                const tool = this.toolItem(turn, item.name ?? '?', item.args, 'running');
+                tool.permission = permissionText(item.permission);
+                this.settleTool(tool, item.ok ?? undefined, item.summary ?? undefined, item.result);
+                break;
+            }
+            case 'question':
+                this.add<QuestionItem>({
+                    kind: 'question',
+                    turn,
+                    name: item.name ?? '',
+                    text: item.text ?? '',
+                    actions: [],
+                    state: (item.state as QuestionState | undefined) ?? 'answered',
+                    answer: item.answer,
+                });
+                break;
+            case 'edit': {
+                const card = this.lastOf('edit', turn) as EditItem | undefined;
+                if (card && item.path) {
+                    addFile(card, item.path, item.applied ?? true, item.undoable ?? false);
+                }
+                break;
+            }
+            case 'compaction':
+                this.note(turn, compactionText(item.strategy, item.before, item.after), 'info');
+                break;
+            case 'undo':
+                if (typeof item.undid === 'number') {
+                    this.undone.add(item.undid);
+                }
+                this.note(turn, undoText(item.undid, item.files), 'info');
+                break;
+            case 'usage': {
+                const usage: Usage = {
+                    calls: item.calls ?? 0,
+                    inputTokens: item.inputTokens ?? 0,
+                    cachedTokens: item.cachedTokens ?? 0,
+                    outputTokens: item.outputTokens ?? 0,
+                };
+                if (typeof item.cost === 'number') {
+                    usage.cost = item.cost;
+                }
+                this.heldUsage.set(turn, usage);
+                break;
+            }
+            case 'status':
+                this.status(turn, item.status ?? 'completed', item.error ?? undefined, this.heldUsage.get(turn));
+                this.heldUsage.delete(turn);
+                break;
+            default:
+                break; // an item of a newer server: not shown
+        }
+    }
+
+    private toolItem(turn: number, name: string, args: unknown, state: 'running'): ToolItem | EditItem {
+        const line = describeArguments(args);
+        if (EDIT_TOOLS.includes(name)) {
+            return this.add<EditItem>({ kind: 'edit', turn, name, args, line, state, files: [], hunks: [] });
+        }
+        return this.add<ToolItem>({ kind: 'tool', turn, name, args, line, state });
+    }
+
+    private settleTool(tool: ToolItem | EditItem, ok: boolean | undefined, summary: string | undefined, result: string | undefined): void {
+        tool.summary = summary;
+        tool.result = result;
+        if (tool.kind === 'edit') {
+            const outcome = editOutcome(result, ok);
+            tool.state = outcome.state;
+            tool.hunks = outcome.hunks;
+            tool.diff = outcome.diff;
+            tool.review = undefined;
+        } else {
+            tool.state = ok === false || ok === undefined ? 'failed' : 'done';
+        }
+    }
+
+    private question(event: Extract<AgentEvent, { kind: 'question' }>): QuestionItem {
+        const found = this.items.find(
+            (item): item is QuestionItem => item.kind === 'question' && item.id !== undefined && item.id === event.id,
+        );
+        if (found) {
+            found.state = event.state;
+            found.answer = event.answer ?? found.answer;
+            return found;
+        }
+        return this.add<QuestionItem>({
+            kind: 'question',
+            turn: event.turn,
+            id: event.id,
+            name: event.name,
+            text: event.text,
+            actions: event.actions ?? [],
+            state: event.state,
+            answer: event.answer,
+            timeoutSeconds: event.timeoutSeconds,
+        });
+    }
+
+    private status(turn: number, status: string, error: string | undefined, usage: Usage | undefined): StatusItem {
+        // The turn's tokens; the context's fill is the session's, in the header.
+        let tokens: Usage | undefined;
+        if (usage && usage.calls > 0) {
+            tokens = { ...usage };
+            delete tokens.contextTokens;
+            delete tokens.contextWindow;
+        }
+        const item = this.add<StatusItem>({ kind: 'status', turn, status, error, usage: tokens, undo: 'none' });
+        item.undo = this.undoState(turn);
+        return item;
+    }
+
+    private undoState(turn: number): StatusItem['undo'] {
+        if (this.undone.has(turn)) {
+            return 'done';
+        }
+        if (this.undoing.has(turn)) {
+            return 'running';
+        }
+        const changed = this.items.some(
+            (item) => item.kind === 'edit' && item.turn === turn && item.files.some((file) => file.applied && file.undoable),
+        );
+        return changed ? 'available' : 'none';
+    }
+
+    /** Each status item's undo state again; the ones that changed. */
+    private refreshUndo(): StatusItem[] {
+        const changed: StatusItem[] = [];
+        for (const item of this.items) {
+            if (item.kind === 'status') {
+                const undo = this.undoState(item.turn);
+                if (undo !== item.undo) {
+                    item.undo = undo;
+                    changed.push(item);
+                }
+            }
+        }
+        return changed;
+    }
+
+    private moveReview(card: EditItem, change: Change): void {
+        const loose = this.looseReview;
+        if (!loose) {
+            return;
+        }
+        this.looseReview = undefined;
+        this.items = this.items.filter((item) => item !== loose);
+        change.remove.push(loose.key);
+        card.review = loose.review;
+        card.state = 'review';
+    }
+
+    private endStreaming(change: Change): void {
+        for (const item of this.items) {
+            if (item.kind === 'answer' && item.streaming) {
+                item.streaming = false;
+                change.upsert.push(item);
+            }
+        }
+    }
+
+    private note(turn: number, text: string, tone: NoteItem['tone']): NoteItem {
+        return this.add<NoteItem>({ kind: 'note', turn, text, tone });
+    }
+
+    private lastOf(kind: ChatItem['kind'], turn: number): ChatItem | undefined {
+        for (let i = this.items.length - 1; i >= 0; i--) {
+            const item = this.items[i] as ChatItem;
+            if (item.kind === kind && item.turn === turn) {
+                return item;
+            }
+        }
+        return undefined;
+    }
+
+    private lastTurn(): number {
+        return this.items.reduce((last, item) => Math.max(last, item.turn), 0);
+    }
+
+    private make<T extends ChatItem>(item: Omit<T, 'key'>): T {
+        return { ...item, key: this.nextKey++ } as T;
+    }
+
+    private add<T extends ChatItem>(item: Omit<T, 'key'>): T {
+        const made = this.make<T>(item);
+        this.items.push(made);
+        return made;
+    }
+}
+
+function addFile(card: EditItem, path: string, applied: boolean, undoable: boolean): void {
+    const known = card.files.find((file) => file.path === path);
+    if (known) {
+        known.applied = applied;
+        known.undoable = known.undoable || undoable;
+    } else {
+        card.files.push({ path, applied, undoable });
+    }
+}

@@ -1,0 +1,367 @@
+"""The `lspAgent.*` commands: thin handlers that check arguments, call the agent, shape results.
+
+Every command's arguments are checked first (`arguments.py`): a wrong one is a JSON-RPC error
+`-32602` naming the key; something the user can fix (no folder open, no model set, a busy
+session) is `-32600` with a sentence. A turn runs the same whether `lspAgent.ask` waits for it
+or `lspAgent.start` answers at once: `Turns` mirrors it as `$/progress` and, for clients that
+do not show answers themselves, ends it with the answer on screen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams, JsonRpcInvalidRequest
+from pygls.uris import to_fs_path
+
+from lsp_agent import __version__
+from lsp_agent.config import load_settings
+from lsp_agent.errors import ToolError, UserError
+from lsp_agent.lsp import names, positions
+from lsp_agent.lsp.arguments import (
+    ArgumentError,
+    AskArguments,
+    ask_arguments,
+    folder_argument,
+    session_argument,
+    undo_arguments,
+)
+from lsp_agent.lsp.protocol import work_done_token
+from lsp_agent.tools.stats import EditStats, combined
+
+if TYPE_CHECKING:
+    from lsp_agent.agent.conversation import Selection, Session, TurnResult
+    from lsp_agent.agent.sessions import Agent
+    from lsp_agent.lsp.arguments import Range
+    from lsp_agent.lsp.folders import Folder
+    from lsp_agent.lsp.server import AgentServer
+    from lsp_agent.safety.sandbox import Availability
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+ENDED = {
+    "cancelled": "the turn was cancelled",
+    "failed": "the turn failed",
+    "max_turns": "the turn stopped at the lspAgent.maxTurns limit",
+}
+"""How a turn that did not complete ends its answer, for clients that show it as a message."""
+
+ANSWER_IN_MESSAGE = 1500
+"""Characters of an answer shown in `window/showMessage`; the rest is in the answer document."""
+
+
+def register(ls: AgentServer) -> None:
+    """Register every `lspAgent.*` command on the server."""
+    turns = Turns(ls)
+
+    @ls.command(names.ASK)
+    async def ask(*arguments: Any) -> dict[str, Any]:
+        """Run one agent turn; answers when the turn ends."""
+        args = _checked(lambda: ask_arguments(names.ASK, arguments))
+        agent, session = await _start_turn(ls, args)
+        token = work_done_token.get()
+        result = await turns.follow(agent, session, args.prompt, token)
+        answer = result.to_json()
+        if answer.get("error"):
+            answer["error"] = ls.in_client_words(answer["error"])
+        return answer
+
+    @ls.command(names.START)
+    async def start(*arguments: Any) -> dict[str, Any]:
+        """Start one agent turn and answer at once; events, progress and a final message tell
+        the rest (for clients that time out long requests)."""
+        args = _checked(lambda: ask_arguments(names.START, arguments))
+        agent, session = await _start_turn(ls, args)
+        token = work_done_token.get()
+        ls.run_task(turns.follow(agent, session, args.prompt, token), "a turn")
+        return {"session": session.id}
+
+    @ls.command(names.CANCEL)
+    async def cancel(*arguments: Any) -> dict[str, bool]:
+        """Cancel a session's running turn."""
+        session = _checked(lambda: session_argument(names.CANCEL, arguments, required=True))
+        assert session is not None
+        cancelled = any(f.agent.cancel(session) for f in ls.folders if f.agent is not None)
+        return {"cancelled": cancelled}
+
+    @ls.command(names.NEW_SESSION)
+    async def new_session(*arguments: Any) -> dict[str, str]:
+        """Start a new conversation."""
+        folder = _checked(lambda: folder_argument(names.NEW_SESSION, arguments))
+        agent = await _agent(ls, await _folder(ls, folder=folder))
+        return {"session": agent.new_session().id}
+
+    @ls.command(names.SESSIONS)
+    async def sessions(*arguments: Any) -> list[dict[str, Any]]:
+        """The stored sessions of a folder (of every folder when none is named), newest first."""
+        folder = _checked(lambda: folder_argument(names.SESSIONS, arguments))
+        chosen = [await _folder(ls, folder=folder)] if folder is not None else list(ls.folders)
+        listed: list[dict[str, Any]] = []
+        for one in chosen:
+            agent = await _agent(ls, one)
+            for info in await asyncio.to_thread(agent.store.list):
+                transcript = agent.store.directory / f"{info.session}.jsonl"
+                listed.append(
+                    {**info.as_dict(), "transcript": str(transcript), "folder": one.root.as_uri()}
+                )
+        # Newest first by start time, as the store lists them: two ids of the same second are
+        # ordered by their random tail, not by which came first.
+        return sorted(
+            listed, key=lambda item: (str(item["started"]), str(item["session"])), reverse=True
+        )
+
+    @ls.command(names.HISTORY)
+    async def history(*arguments: Any) -> list[dict[str, Any]]:
+        """A session's conversation as displayable items, from its transcript."""
+        session = _checked(lambda: session_argument(names.HISTORY, arguments, required=True))
+        assert session is not None
+        agent = await _agent(ls, await _folder(ls, session=session))
+        return await _user_errors_async(ls, agent.history(session))
+
+    @ls.command(names.UNDO_TURN)
+    async def undo_turn(*arguments: Any) -> dict[str, Any]:
+        """Propose one edit that restores what a turn's accepted edits changed."""
+        args = _checked(lambda: undo_arguments(arguments))
+        agent = await _agent(ls, await _folder(ls, session=args.session))
+        return await _user_errors_async(ls, agent.undo_turn(args.session, args.turn, args.mode))
+
+    @ls.command(names.STATUS)
+    async def status(*arguments: Any) -> dict[str, Any]:
+        """The model and settings in effect, and the sessions of this server."""
+        wanted = _checked(lambda: session_argument(names.STATUS, arguments, required=False))
+        await ls.settings_ready.wait()
+        settings = load_settings(ls.editor_settings)[0] if ls.settings is None else ls.settings
+        listed: list[dict[str, Any]] = []
+        figures: list[EditStats] = []
+        agents = [f.agent for f in ls.folders if f.agent is not None]
+        for agent in agents:
+            for entry in agent.status():
+                entry["edits"] = agent.sessions[entry["session"]].toolbox.edit_stats.to_json()
+                entry["folder"] = agent.workspace.root.as_uri()
+                listed.append(entry)
+            figures.extend(s.toolbox.edit_stats for s in agent.sessions.values())
+        if wanted is not None:
+            listed = [s for s in listed if s["session"] == wanted]
+        # The probe runs a real sandboxed command once per process: off the event loop.
+        sandbox = await asyncio.to_thread(_sandbox_availability, agents[0] if agents else None)
+        folders = [{"folder": f.root.as_uri(), "changes": _tracker_status(f)} for f in ls.folders]
+        return {
+            "model": settings.model,
+            "baseUrl": settings.base_url,
+            "provider": settings.provider,
+            "sandbox": sandbox.kind,
+            "sandboxReason": sandbox.reason,
+            "contextWindow": settings.context_window,
+            "sessions": listed,
+            "edits": combined(figures).to_json(),
+            "settings": settings.describe(),
+            "version": __version__,
+            "changes": folders[0]["changes"] if folders else _tracker_status(None),
+            "folders": folders,
+        }
+
+
+class Turns:
+    """Follows running turns for the editor: `$/progress`, and the answer for clients that do
+    not show answers themselves (`window/showMessage`, and the answer as a Markdown document
+    through `window/showDocument` where the client can open one)."""
+
+    def __init__(self, ls: AgentServer) -> None:
+        self.ls = ls
+        self._tokens = itertools.count(1)
+
+    async def follow(
+        self, agent: Agent, session: Session, prompt: str, token: types.ProgressToken | None
+    ) -> TurnResult:
+        """Wait for the session's turn to end, reporting it; the turn's result."""
+        ls = self.ls
+        token = token if token is not None else await self._made_token()
+        if token is not None:
+            ls.port.progress[session.id] = token
+            ls.progress_sessions[token] = session.id
+            ls.work_done_progress.begin(
+                token,
+                types.WorkDoneProgressBegin(
+                    title="lsp-agent", message=prompt[:100], cancellable=True
+                ),
+            )
+        try:
+            result = await agent.wait(session)
+        finally:
+            if token is not None:
+                ls.port.progress.pop(session.id, None)
+                ls.progress_sessions.pop(token, None)
+                ls.work_done_progress.end(token, types.WorkDoneProgressEnd(message="done"))
+        if not ls.client.shows_answers:
+            await self._show_answer(agent, result)
+        return result
+
+    async def _made_token(self) -> types.ProgressToken | None:
+        """A progress token of the server's, for clients that show progress and sent none."""
+        ls = self.ls
+        window = ls.client_capabilities.window
+        if ls.client.shows_answers or window is None or not window.work_done_progress:
+            return None
+        token = f"lsp-agent-turn-{next(self._tokens)}"
+        try:
+            await ls.work_done_progress.create_async(token)
+        except Exception as error:  # the client refused: go on without progress
+            log.info("lsp-agent: no progress token: %r", error)
+            return None
+        return token
+
+    async def _show_answer(self, agent: Agent, result: TurnResult) -> None:
+        ls = self.ls
+        text = result.answer.strip()
+        if result.status != "completed":
+            ended = f"lsp-agent: {ENDED.get(result.status, result.status)}"
+            ended += f": {result.error}" if result.error else ""
+            text = f"{text}\n\n({ended})" if text else ended
+        document = await asyncio.to_thread(_answer_file, agent, result, text)
+        window = ls.client_capabilities.window
+        shown = False
+        # Neovim 0.7 says `showDocument: {support: false}`: only `support` counts.
+        if window is not None and window.show_document is not None and window.show_document.support:
+            try:
+                answer = await ls.window_show_document_async(
+                    types.ShowDocumentParams(uri=document.as_uri(), take_focus=False)
+                )
+                shown = bool(answer and answer.success)
+            except Exception as error:
+                log.info("lsp-agent: the answer document was not shown: %r", error)
+        message = text if len(text) <= ANSWER_IN_MESSAGE else text[:ANSWER_IN_MESSAGE] + "…"
+        if len(text) > ANSWER_IN_MESSAGE or not shown:
+            message += f"\n\n(the whole answer: {document})"
+        kind = types.MessageType.Error if result.status == "failed" else types.MessageType.Info
+        ls.window_show_message(
+            types.ShowMessageParams(type=kind, message=ls.in_client_words(message))
+        )
+
+
+def _answer_file(agent: Agent, result: TurnResult, text: str) -> Path:
+    """The turn's answer as a Markdown file beside the session's transcript."""
+    folder = agent.store.directory / "answers"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{result.session}.md"
+    path.write_text(text + "\n", encoding="utf-8")
+    return path
+
+
+async def _start_turn(ls: AgentServer, args: AskArguments) -> tuple[Agent, Session]:
+    path = _path_of(args.uri) if args.uri is not None else None
+    folder_path = _path_of(args.folder) if args.folder is not None else None
+    folder = await _folder(ls, path=path, folder=folder_path, session=args.session)
+    agent = await _agent(ls, folder)
+    selection = None
+    if args.uri is not None:
+        selection = await _selection(ls, agent, args)
+    await _user_errors_async(ls, agent.load(args.session))
+    session = _user_errors(ls, lambda: agent.start(args.prompt, args.session, selection, args.mode))
+    return agent, session
+
+
+async def _folder(
+    ls: AgentServer,
+    *,
+    path: Path | None = None,
+    folder: Path | str | None = None,
+    session: str | None = None,
+) -> Folder:
+    await ls.folders_ready.wait()
+    where = _path_of(folder) if isinstance(folder, str) else folder
+    return _user_errors(ls, lambda: ls.folders.choose(path=path, folder=where, session=session))
+
+
+async def _agent(ls: AgentServer, folder: Folder) -> Agent:
+    return await _user_errors_async(ls, ls.ensure_agent(folder))
+
+
+async def _selection(ls: AgentServer, agent: Agent, args: AskArguments) -> Selection:
+    from lsp_agent.agent.conversation import Selection
+
+    assert args.uri is not None
+    try:
+        path = agent.workspace.resolve(str(_path_of(args.uri)))
+        document = await agent.workspace_document(path)
+    except ToolError as error:
+        raise JsonRpcInvalidParams.of(ValueError(f"uri: {error.message}")) from None
+    if args.range is None:
+        return Selection(path)
+    return selection_of(document.text, args.range, ls.position_encoding, path)
+
+
+def _path_of(uri: str) -> Path:
+    fs_path = to_fs_path(uri)
+    if not fs_path:
+        raise JsonRpcInvalidParams.of(ValueError(f"not a file URI: {uri!r}"))
+    return Path(fs_path).resolve()
+
+
+def _tracker_status(folder: Folder | None) -> dict[str, Any]:
+    """How a folder is watched: `watching` is `inotify`, `native`, `polling` (compared once a
+    turn, past the inotify limit) or `none`; `ready` once the first comparison is made."""
+    tracker = folder.tracker if folder is not None else None
+    if tracker is None:
+        return {
+            "watching": "none",
+            "mode": None,
+            "watches": 0,
+            "fallbackReason": None,
+            "ready": False,
+        }
+    return {
+        "watching": tracker.watching,
+        "mode": tracker.mode,
+        "watches": tracker.watches,
+        "fallbackReason": tracker.fallback_reason,
+        "ready": tracker.ready,
+    }
+
+
+def _sandbox_availability(agent: Agent | None) -> Availability:
+    if agent is not None:
+        return agent.sandbox.availability
+    from lsp_agent.safety.sandbox import probe
+
+    return probe()
+
+
+def _checked(parse: Callable[[], T]) -> T:
+    try:
+        return parse()
+    except ArgumentError as error:
+        raise JsonRpcInvalidParams.of(error) from None
+
+
+def _user_errors(ls: AgentServer, call: Callable[[], T]) -> T:
+    """`call()`, its user error an invalid-request answer in the client's words."""
+    try:
+        return call()
+    except UserError as error:
+        raise JsonRpcInvalidRequest(message=ls.in_client_words(str(error))) from None
+
+
+async def _user_errors_async(ls: AgentServer, awaitable: Awaitable[T]) -> T:
+    try:
+        return await awaitable
+    except UserError as error:
+        raise JsonRpcInvalidRequest(message=ls.in_client_words(str(error))) from None
+
+
+def selection_of(text: str, range_: Range, encoding: str, path: Path) -> Selection:
+    """The selected text and its 1-based lines, from a range in the negotiated encoding."""
+    from lsp_agent.agent.conversation import Selection
+
+    start, end = range_.start, range_.end
+    selected = positions.text_range(
+        text, (start.line, start.character), (end.line, end.character), encoding
+    )
+    return Selection(path, start.line + 1, end.line + 1, selected)

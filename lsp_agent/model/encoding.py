@@ -1,0 +1,204 @@
+"""Request bodies as they go on the wire, each stored message encoded once.
+
+A long session sends the same messages again on every call: re-encoding a million tokens of
+history to JSON cost about 22 ms a call, so a session grew O(n²). `RequestEncoder` keeps each
+message's bytes and joins them, so a call costs the new messages plus one join.
+
+The cache is keyed on the message object, which the stored history never mutates: the context
+layers make new dicts for what they rewrite, and a new dict is a new entry. The cache keeps each
+message alive (so its `id` cannot be reused while cached) and the object of its `content`, which
+is checked on every hit as a cheap guard against a mutation that would break that rule. Entries
+belong to a conversation (the object of the request's first message, the session's system
+prompt) and hold exactly the messages of that conversation's last request: a message that
+leaves the request leaves the cache. A few conversations are kept, the least recent dropped.
+
+The common request is the previous one with the reminder replaced by new messages: its messages
+are the same objects, in the same places, up to the new ones, and are matched by identity
+without a lookup. A request whose middle was rewritten (the layers give every stubbed tool
+result as a new dict, at every request) is matched message by message, a stub by its text.
+
+The bytes are those of `json.dumps(body, ensure_ascii=False, separators=(",", ":"))`, so a
+request is a byte-identical prefix of the next one wherever the messages are (prompt caching).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from lsp_agent.messages import Message, clean_value
+from lsp_agent.model.stream import Pacer
+
+log = logging.getLogger(__name__)
+
+CONVERSATIONS = 8
+"""Conversations whose messages stay encoded: sessions running side by side, compactions."""
+SLICE_CHARS = 1 << 18
+"""A string member longer than this is encoded in slices of this many characters."""
+
+_TextKey = tuple[tuple[str, Any], ...]
+
+
+class _Conversation:
+    """What a conversation's last request encoded, message by message."""
+
+    def __init__(self, messages: Sequence[Message]) -> None:
+        self.messages = list(messages)
+        """The request's messages, kept alive: their `id`s key nothing else while cached."""
+        self.contents: list[Any] = []
+        """The object each message's `content` was when it was encoded (the mutation guard)."""
+        self.encoded: list[bytes] = []
+        """Each message's bytes as sent."""
+        self.by_text: dict[_TextKey, bytes] = {}
+        """Rewritten messages made only of text, by their members (see `_text_key`)."""
+
+    def same(self, index: int, message: Message) -> bool:
+        """Whether `message` is the one this request had at `index`, unchanged."""
+        return self.messages[index] is message and message.get("content") is self.contents[index]
+
+
+class RequestEncoder:
+    """Encodes the messages of requests, reusing the bytes of messages sent before."""
+
+    def __init__(self, conversations: int = CONVERSATIONS) -> None:
+        self.conversations = conversations
+        """How many conversations keep their encoded messages."""
+        self.encoded = 0
+        """Messages encoded so far (the rest were reused): what the tests and benchmarks read."""
+        self._cache: OrderedDict[int, _Conversation] = OrderedDict()
+        """Per conversation (keyed by the `id` of its first message): its last request."""
+
+    async def messages(
+        self, messages: Sequence[Message], pacer: Pacer | None = None
+    ) -> list[bytes]:
+        """The JSON array of `messages`, as sent, in parts (for `json_object` to join once).
+
+        The work is done in slices (`pacer`): a resumed session's first request encodes
+        megabytes, and a 20 MB message is encoded a quarter of a megabyte at a time.
+        """
+        pacer = pacer or Pacer()
+        if not messages:
+            return [b"[]"]
+        old = self._cache.pop(id(messages[0]), None) or _Conversation(())
+        new = _Conversation(messages)
+        same = 0
+        limit = min(len(messages), len(old.messages))
+        while same < limit and old.same(same, messages[same]):
+            same += 1
+        new.contents = old.contents[:same]
+        new.encoded = old.encoded[:same]
+        rewritten = same < len(old.messages) - 1  # more than the old reminder was replaced
+        if not rewritten:
+            new.by_text = old.by_text
+        places = {id(m): i for i, m in enumerate(old.messages)} if rewritten else {}
+        for message in messages[same:]:
+            place = places.get(id(message))
+            if place is not None and old.same(place, message):
+                encoded = old.encoded[place]
+            elif rewritten:
+                encoded = await self._rewritten(message, old, new, pacer)
+            else:
+                encoded = await self._encode(message, pacer)
+            new.contents.append(message.get("content"))
+            new.encoded.append(encoded)
+            if pacer.due():
+                await pacer.rest()
+        self._cache[id(messages[0])] = new
+        while len(self._cache) > self.conversations:
+            self._cache.popitem(last=False)
+        parts = [b"["]
+        for encoded in new.encoded:
+            parts += (encoded, b",")
+        parts[-1] = b"]"
+        return parts
+
+    async def _rewritten(
+        self, message: Message, old: _Conversation, new: _Conversation, pacer: Pacer
+    ) -> bytes:
+        """The bytes of a message met in a rewritten request: a stub the layers made again
+        from the same text is found by that text (a few hundred characters to hash instead of
+        a message to encode)."""
+        key = _text_key(message)
+        if key is None:
+            return await self._encode(message, pacer)
+        encoded = old.by_text.get(key)
+        if encoded is None:
+            encoded = await self._encode(message, pacer)
+        new.by_text[key] = encoded
+        return encoded
+
+    async def _encode(self, message: Message, pacer: Pacer) -> bytes:
+        self.encoded += 1
+        sent = outgoing(message)
+        try:
+            if any(isinstance(v, str) and len(v) > SLICE_CHARS for v in sent.values()):
+                return await _sliced(sent, pacer)
+            return dumps(sent)
+        except UnicodeEncodeError:
+            # A lone surrogate from a source that did not repair it: sent repaired, never refused,
+            # so that one bad message cannot make every later request of the session fail.
+            cleaned, lone = clean_value(sent)
+            role = sent.get("role")
+            log.warning("a %s message held %d lone surrogate(s), sent as U+FFFD", role, lone)
+            return dumps(cleaned)
+
+
+async def _sliced(message: Message, pacer: Pacer) -> bytes:
+    """A message with a huge string member, that string encoded `SLICE_CHARS` at a time (JSON
+    escapes each character on its own, so the slices join into the whole's bytes)."""
+    members = []
+    for name, value in message.items():
+        if not (isinstance(value, str) and len(value) > SLICE_CHARS):
+            members.append((name, dumps(value)))
+            continue
+        pieces = [b'"']
+        for start in range(0, len(value), SLICE_CHARS):
+            piece = value[start : start + SLICE_CHARS]
+            # An ASCII piece encodes the same either way, twice as fast with ensure_ascii.
+            encoded = json.dumps(piece).encode() if piece.isascii() else dumps(piece)
+            pieces.append(encoded[1:-1])
+            if pacer.due():
+                await pacer.rest()
+        pieces.append(b'"')
+        members.append((name, b"".join(pieces)))
+    return json_object(members)
+
+
+def _text_key(message: Message) -> _TextKey | None:
+    """A message's members when all are text (a tool result, a prompt, a stub), else None."""
+    items = tuple(message.items())
+    if all(type(value) is str for _, value in items):
+        return items
+    return None
+
+
+def outgoing(message: Message) -> Message:
+    """The message as sent: an assistant's null content becomes "" (llama-cpp-python 500s)."""
+    if message.get("role") == "assistant" and message.get("content") is None:
+        return {**message, "content": ""}
+    return message
+
+
+def json_object(members: Iterable[tuple[str, bytes | list[bytes]]]) -> bytes:
+    """A JSON object from its members' names and encoded values (bytes, or parts of bytes), in
+    order, joined in one copy: a body of megabytes is not copied once per level."""
+    parts = [b"{"]
+    for name, value in members:
+        parts += (dumps(name), b":")
+        if isinstance(value, bytes):
+            parts.append(value)
+        else:
+            parts += value
+        parts.append(b",")
+    if len(parts) == 1:
+        return b"{}"
+    parts[-1] = b"}"
+    return b"".join(parts)
+
+
+def dumps(value: Any) -> bytes:
+    """`value` as it goes on the wire: compact JSON in UTF-8, non-ASCII characters as they are."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()

@@ -1,0 +1,429 @@
+"""What both dialects share: the HTTP client, the retry loop, and which fault is which.
+
+Faults: 408/409/429/5xx and connections that break before any byte are retried with exponential
+backoff and jitter, honouring `Retry-After`; a stream that breaks mid-reply (or arrives empty) is
+retried once from scratch. Everything else ends the turn with a `ProviderError` whose message is
+one sentence that says what to fix (`faults.py` writes them). The API key travels only in its
+header: never in a message, a log or a repr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any
+
+import httpx
+
+from lsp_agent.messages import Reply, ToolCall, Usage, as_int, cached_tokens, estimate_tokens
+from lsp_agent.model import (
+    API_KEY_SETTING,
+    BASE_URL_SETTING,
+    CONTEXT_SETTING,
+    MODEL_SETTING,
+    ProviderError,
+    TextSink,
+)
+from lsp_agent.model.faults import (
+    CONTEXT_EXCEEDED,
+    LISTED_MODELS,
+    MODEL_MISSING,
+    RETRYABLE_STATUS,
+    TOOLS_UNSUPPORTED,
+    Retry,
+    Sentences,
+    StreamOptionsRefused,
+    StreamWithToolsRefused,
+    error_info,
+    retry_after_seconds,
+)
+from lsp_agent.model.stream import (
+    EXCERPT_BYTES,
+    BodySeen,
+    Draft,
+    Nonsense,
+    Pacer,
+    ReplayingSink,
+    StreamBroken,
+    check_calls,
+    page_title,
+    sse_batches,
+)
+
+log = logging.getLogger(__name__)
+
+DRAIN_SECONDS = 1.0
+"""How long the end of a finished reply's body is waited for before its connection is dropped."""
+
+
+class HTTPProvider(Sentences):
+    """What both providers share: the HTTP client, the retry loop, and the error sentences."""
+
+    name = ""
+    api_key_hint = API_KEY_SETTING
+    stream_shape = ""
+    """What one event of this dialect's stream is, for a sentence about a stream that is not."""
+    reply_shape = ""
+    """What a reply of this dialect is, for a sentence about an answer that is not one."""
+    api_hint = ""
+    """Where this dialect's API usually lives, for the sentences about a wrong base URL."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        *,
+        retries: int = 4,
+        base_delay: float = 1.0,
+        max_delay: float = 30.0,
+        max_retry_after: float = 60.0,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 300.0,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        """The endpoint as configured (shown in messages and in `status`)."""
+        self.model = model
+        self._api_key = api_key or None
+        self.retries = retries
+        """How many times a retryable fault is retried before the turn fails."""
+        self.base_delay = base_delay
+        """The first backoff pause in seconds; it doubles at each retry, up to `max_delay`."""
+        self.max_delay = max_delay
+        self.max_retry_after = max_retry_after
+        """A longer `Retry-After` fails at once: waiting minutes inside a turn helps nobody."""
+        self.read_timeout = read_timeout
+        self._client = httpx.AsyncClient(
+            timeout=httpx.Timeout(
+                connect=connect_timeout, read=read_timeout, write=60.0, pool=connect_timeout
+            )
+        )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
+
+    async def aclose(self) -> None:
+        """Close the HTTP client."""
+        await self._client.aclose()
+
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], on_text: TextSink
+    ) -> Reply:
+        """Send the request, stream the text to `on_text`, return the whole reply."""
+        sink = ReplayingSink(on_text)
+        retries = 0
+        broken = False
+        while True:
+            sink.restart()
+            try:
+                draft = await self._attempt(messages, tools, sink)
+            except Retry as fault:
+                if not fault.allowed or retries >= self.retries:
+                    raise self._gave_up(fault, retries) from None
+                delay = self._delay(retries, fault.retry_after)
+                if delay > self.max_retry_after:
+                    raise self._gave_up(fault, retries, wait=delay) from None
+                retries += 1
+                log.warning("%s; retry %d of %d in %.1f s", fault, retries, self.retries, delay)
+                await asyncio.sleep(delay)
+                continue
+            except StreamBroken as fault:
+                if broken and fault.twice is not None:
+                    raise ProviderError(
+                        f"the model endpoint at {self.base_url} {fault.twice}: check the "
+                        "server's log (did the model fail to load?), then ask again"
+                    ) from None
+                if broken:
+                    raise ProviderError(
+                        f"the reply from {self.base_url} broke off twice ({fault}): ask again; "
+                        "if it keeps happening, check the server's log"
+                    ) from None
+                broken = True
+                log.warning("the reply broke off (%s); trying once more", fault)
+                continue
+            return self._reply(draft)
+
+    async def list_models(self) -> list[str]:
+        """The model names the endpoint offers (`GET …/models`)."""
+        url = self._models_url()
+        try:
+            response = await self._client.get(url, headers=self._headers())
+        except httpx.HTTPError as error:
+            raise self._transport_error(error) from None
+        except httpx.InvalidURL as error:
+            raise self._invalid_url(error) from None
+        if response.status_code in (401, 403):
+            raise self._key_refused(response.status_code, self._excerpt(response.content))
+        if response.status_code >= 300:
+            raise ProviderError(
+                f"{url} answered {response.status_code} "
+                f"({self._excerpt(response.content)}): check {BASE_URL_SETTING}",
+                response.status_code,
+            )
+        try:
+            data = response.json()
+            return [str(item["id"]) for item in data["data"]]
+        except (ValueError, KeyError, TypeError):
+            raise ProviderError(
+                f"{url} did not answer with a model list: check {BASE_URL_SETTING}",
+                response.status_code,
+            ) from None
+
+    async def _attempt(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], sink: ReplayingSink
+    ) -> Draft:
+        raise NotImplementedError
+
+    def _headers(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def _models_url(self) -> str:
+        raise NotImplementedError
+
+    async def _post(
+        self,
+        url: str,
+        content: bytes,
+        read: Callable[[httpx.Response], Awaitable[Draft]],
+        *,
+        with_tools: bool,
+        streamed_with_tools: bool = False,
+        stream_options: bool = False,
+    ) -> Draft:
+        """POST the JSON `content`, turn HTTP faults into our exceptions, and `read` a successful
+        response."""
+        headers = {**self._headers(), "content-type": "application/json"}
+        try:
+            async with self._client.stream(
+                "POST", url, content=content, headers=headers
+            ) as response:
+                if response.status_code < 300:
+                    await self._refuse_web_page(response)
+                    draft = await read(response)
+                    draft.sent_bytes = len(content)
+                    return draft
+                await response.aread()
+        except Nonsense as fault:
+            raise self._nonsense(fault, url) from None
+        except httpx.InvalidURL as error:
+            raise self._invalid_url(error) from None
+        except (httpx.ConnectError, httpx.TimeoutException, httpx.UnsupportedProtocol) as error:
+            raise self._transport_error(error) from None
+        except httpx.TransportError as error:
+            raise Retry(None, type(error).__name__) from None
+        raise await self._status_fault(
+            response,
+            url,
+            with_tools=with_tools,
+            streamed_with_tools=streamed_with_tools,
+            stream_options=stream_options,
+        )
+
+    async def _status_fault(
+        self,
+        response: httpx.Response,
+        url: str,
+        *,
+        with_tools: bool,
+        streamed_with_tools: bool,
+        stream_options: bool,
+    ) -> Exception:
+        """The exception for an error status: retry, fall back, or a sentence for the user."""
+        status = response.status_code
+        message, code = error_info(response.content)
+        excerpt = self._excerpt(response.content)
+        lowered = message.lower()
+        if status in (401, 403):
+            return self._key_refused(status, excerpt)
+        # "stream" must be the server's word, not part of the model's name.
+        said = lowered.replace(self.model.lower(), "") if self.model else lowered
+        refusal = status in (400, 422, 500, 501) and "tool" in said and "stream" in said
+        if streamed_with_tools and refusal:
+            return StreamWithToolsRefused()
+        # Before the 404 and 5xx rules: Azure and OpenRouter say it with 404, llama.cpp with 500.
+        if with_tools and TOOLS_UNSUPPORTED.search(message):
+            return self._tools_refused(status, excerpt, lowered)
+        if (
+            status == 404
+            or code == "model_not_found"
+            or (status < 500 and MODEL_MISSING.search(message))
+        ):
+            return await self._model_missing(status, url, excerpt)
+        if stream_options and status in (400, 422) and "stream_options" in lowered:
+            return StreamOptionsRefused()
+        if status in RETRYABLE_STATUS or status >= 500:
+            allowed = response.headers.get("x-should-retry", "").lower() != "false"
+            return Retry(status, excerpt, retry_after_seconds(response.headers), allowed=allowed)
+        if code == "context_length_exceeded" or CONTEXT_EXCEEDED.search(message):
+            return ProviderError(
+                f"the request is longer than the model's context window ({excerpt}): "
+                f"lower {CONTEXT_SETTING} to what the model at {self.base_url} accepts",
+                status,
+            )
+        return ProviderError(
+            f"the endpoint {url} rejected the request ({status}: {excerpt}); "
+            "it may not support this kind of request: check the server's log",
+            status,
+        )
+
+    async def _model_missing(self, status: int, url: str, excerpt: str) -> ProviderError:
+        """Say which model is missing and, when the endpoint lists them, which ones exist."""
+        try:
+            available: list[str] | None = await self.list_models()
+        except (ProviderError, httpx.HTTPError, httpx.InvalidURL):
+            available = None
+        if available is not None and self.model in available and status == 404:
+            return ProviderError(
+                f"the endpoint {url} answered 404 ({excerpt}): check {BASE_URL_SETTING} "
+                "(OpenAI-compatible servers usually end in /v1)",
+                status,
+            )
+        head = f"model '{self.model}' is not available at {self.base_url}: set {MODEL_SETTING}"
+        if available is None:
+            return ProviderError(
+                f"{head} ({status}: {excerpt}; the model list could not be read either, "
+                f"so check {BASE_URL_SETTING} too)",
+                status,
+            )
+        if not available:
+            return ProviderError(f"{head} (the endpoint lists no models)", status)
+        shown = ", ".join(available[:LISTED_MODELS])
+        more = len(available) - LISTED_MODELS
+        if more > 0:
+            shown += f" and {more} more"
+        return ProviderError(f"{head} (available: {shown})", status)
+
+    async def _read_events(
+        self,
+        response: httpx.Response,
+        sink: ReplayingSink,
+        feed: Callable[[Draft, str, ReplayingSink], None],
+    ) -> Draft:
+        """Read an event stream into a draft, passing each payload to the dialect's `feed`.
+
+        Raises `StreamBroken` when the stream ends early or empty (worth one more try) and
+        `Nonsense` when what came is not this dialect's stream at all.
+        """
+        draft = Draft()
+        pacer = Pacer()
+        seen = BodySeen()
+        batches = sse_batches(response, pacer, seen)
+        try:
+            async for batch in batches:
+                for data in batch:
+                    feed(draft, data, sink)
+                    if draft.done:
+                        break
+                    if pacer.due():
+                        await pacer.rest()
+                await sink.flush(pacer)
+                if draft.done:
+                    break
+        except httpx.HTTPError as error:
+            if draft.finish_reason is None:
+                raise self._broken(error) from None
+        if draft.done:
+            await _drain(batches)
+        sink.feed(draft.end_text())
+        await sink.flush(pacer)
+        if draft.events == 0 and seen.size and not draft.done:
+            raise Nonsense(
+                f"answered 200 with {seen.size:,} bytes that are not an event stream "
+                f"({self._excerpt(bytes(seen.head))})"
+            )
+        if draft.events == 0:
+            raise StreamBroken(
+                "the stream ended without any data",
+                twice="answered twice with an empty stream (200, and no data at all)",
+            )
+        if not draft.understood:
+            events = f"{draft.events:,} event{'s' if draft.events != 1 else ''}"
+            raise Nonsense(
+                f"streamed {events}, none of them {self.stream_shape} "
+                f"(the first: {self._excerpt(draft.first.encode())})"
+            )
+        if not draft.done and draft.finish_reason is None:
+            raise StreamBroken("the stream ended before the reply was complete")
+        check_calls(draft)
+        return draft
+
+    async def _refuse_web_page(self, response: httpx.Response) -> None:
+        """Raise `Nonsense` for an HTML page: a login page, a web UI, a proxy's notice."""
+        if "html" not in response.headers.get("content-type", "").lower():
+            return
+        head = b""
+        try:
+            async for chunk in response.aiter_bytes():
+                head += chunk
+                if len(head) >= EXCERPT_BYTES * 16:
+                    break
+        except httpx.HTTPError:
+            pass
+        title = page_title(head)
+        named = f" titled '{title}'" if title else ""
+        raise Nonsense(f"answered {response.status_code} with a web page{named}", web_page=True)
+
+    def _delay(self, retry: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return retry_after
+        backoff = min(self.max_delay, self.base_delay * 2.0**retry)
+        return backoff * random.uniform(0.5, 1.0)
+
+    def _broken(self, error: httpx.HTTPError) -> Exception:
+        """A fault while reading a successful response."""
+        if isinstance(error, httpx.TimeoutException):
+            return self._transport_error(error)
+        return StreamBroken(f"{type(error).__name__}: {error}")
+
+    def _reply(self, draft: Draft) -> Reply:
+        text = "".join(draft.text)
+        calls = draft.tool_calls()
+        if draft.surrogates.replaced:
+            log.warning(
+                "the reply from %s carried %d lone UTF-16 surrogate(s) (half a character, which "
+                "no UTF-8 text can hold); each became U+FFFD",
+                self.base_url,
+                draft.surrogates.replaced,
+            )
+        usage = self._usage(draft.usage, draft.sent_bytes, text, calls)
+        return Reply(text, calls, usage, draft.finish_reason)
+
+    def _usage(
+        self,
+        usage: Mapping[str, Any] | None,
+        sent_bytes: int,
+        text: str,
+        calls: tuple[ToolCall, ...],
+    ) -> Usage:
+        usage = usage or {}
+        prompt = as_int(usage.get("prompt_tokens"))
+        completion = as_int(usage.get("completion_tokens"))
+        estimated = prompt is None or completion is None
+        if prompt is None:
+            prompt = estimate_tokens(sent_bytes)
+        if completion is None:
+            # Sizes, not one concatenated copy: the text may be megabytes.
+            completion = estimate_tokens(
+                _utf8_size(text) + sum(_utf8_size(call.name + call.arguments) for call in calls)
+            )
+        return Usage(prompt, completion, cached_tokens(usage), estimated)
+
+
+async def _drain(batches: AsyncIterator[list[str]]) -> None:
+    """Read what follows the end of a reply (the end of the HTTP body, usually nothing else),
+    so that the connection goes back to the pool: a connection left half-read is closed, and
+    the next request would open a new one. A server that keeps talking is cut off."""
+
+    async def rest() -> None:
+        async for _ in batches:
+            pass
+
+    with contextlib.suppress(asyncio.TimeoutError, httpx.HTTPError):
+        await asyncio.wait_for(rest(), DRAIN_SECONDS)
+
+
+def _utf8_size(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))

@@ -1,0 +1,186 @@
+"""A conversation, not a log: a session's history read back after a restart, a whole turn undone
+onto the user's later typing, and each turn's token use — through the real server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pygls.exceptions import JsonRpcException
+
+from tests.conftest import settings_for
+from tests.editor import Editor, start_editor
+from tests.fake_model import ScriptedModel, reply, tool_call
+
+GREETING = 'def greet():\n    return "hello"\n\n\ndef part():\n    return 1\n'
+
+
+def tool_results(request: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in request["messages"] if m["role"] == "tool"]
+
+
+def user_texts(request: dict[str, Any]) -> list[str]:
+    return [str(m["content"]) for m in request["messages"] if m["role"] == "user"]
+
+
+async def edit_turn(editor: Editor, model: ScriptedModel) -> Any:
+    model.add(
+        tool_call("read_file", {"path": "hello.py"}),
+        tool_call("edit_file", {"path": "hello.py", "old": '"hello"', "new": '"hi there"'}),
+        reply("I made it say **hi there**."),
+    )
+    return await editor.ask("make it friendlier")
+
+
+async def test_the_history_after_a_restart_is_the_conversation_that_was_shown(
+    editor: Editor, model: ScriptedModel, workspace: Path, state_dir: Path, home: Path
+) -> None:
+    (workspace / "hello.py").write_text(GREETING)
+    result = await edit_turn(editor, model)
+    live = await editor.command("lspAgent.history", {"session": result.session})
+
+    again = await start_editor(
+        workspace, "visual-studio-code", settings_for(model), state_dir=state_dir, home=home
+    )
+    try:
+        restored = await again.command("lspAgent.history", {"session": result.session})
+    finally:
+        await again.client.shutdown_session()
+        await again.client.stop()
+
+    assert [vars(item) for item in restored] == [vars(item) for item in live]
+    kinds = [item.type for item in live]
+    assert kinds == ["prompt", "tool", "tool", "edit", "answer", "usage", "status"], kinds
+    prompt, read, edit, landed, answer, usage, status = live
+    assert prompt.text == "make it friendlier"
+    assert (read.name, read.ok, read.summary) == ("read_file", True, "read hello.py")
+    assert edit.name == "edit_file" and edit.args.new == '"hi there"' and edit.ok
+    assert landed.path == "hello.py" and landed.undoable
+    assert answer.text == "I made it say **hi there**."
+    assert status.status == "completed"
+    # What the editor was shown as the turn ran is what the history gives back.
+    shown = editor.events_of("toolResult")
+    assert [event["result"] for event in shown] == [read.result, edit.result]
+    assert "applied" in edit.result
+    events = editor.events_of("usage")
+    assert usage.calls == len(events) == 3
+    assert usage.inputTokens == sum(event["inputTokens"] for event in events)
+    assert usage.outputTokens == sum(event["outputTokens"] for event in events)
+
+
+async def test_undo_restores_the_turn_and_keeps_what_the_user_typed_since(
+    editor: Editor, model: ScriptedModel, workspace: Path
+) -> None:
+    (workspace / "hello.py").write_text(GREETING)
+    result = await edit_turn(editor, model)
+    assert (workspace / "hello.py").read_text() == GREETING.replace("hello", "hi there")
+    # The user adds a line of their own, far from the agent's change.
+    changed = GREETING.replace("hello", "hi there").replace("return 1", "return 2")
+    (workspace / "hello.py").write_text(changed)
+
+    undone = await editor.command("lspAgent.undoTurn", {"session": result.session})
+
+    assert (undone.turn, undone.files, undone.proposed, undone.applied) == (
+        1,
+        ["hello.py"],
+        True,
+        True,
+    )
+    assert (workspace / "hello.py").read_text() == GREETING.replace("return 1", "return 2")
+    model.add(reply("noted"))
+    await editor.ask("and now?", session=result.session)
+    assert any("The user undid turn 1" in text for text in user_texts(model.requests[-1]))
+    history = await editor.command("lspAgent.history", {"session": result.session})
+    assert [item.undid for item in history if item.type == "undo"] == [1]
+    with pytest.raises(JsonRpcException) as raised:  # nothing left to undo
+        await editor.command("lspAgent.undoTurn", {"session": result.session})
+    assert "nothing to undo" in str(raised.value)
+
+
+async def test_undo_refuses_a_file_whose_restored_lines_the_user_changed(
+    editor: Editor, model: ScriptedModel, workspace: Path
+) -> None:
+    (workspace / "hello.py").write_text(GREETING)
+    result = await edit_turn(editor, model)
+    (workspace / "hello.py").write_text(GREETING.replace("hello", "hi there, friend"))
+
+    undone = await editor.command("lspAgent.undoTurn", {"session": result.session})
+
+    assert (undone.proposed, undone.files) == (False, [])
+    (refused,) = undone.refused
+    assert refused.path == "hello.py" and "changed since" in refused.why
+    assert (workspace / "hello.py").read_text() == GREETING.replace("hello", "hi there, friend")
+
+
+async def test_each_turn_reports_its_tokens_and_the_session_its_total_and_cost(
+    workspace: Path, model: ScriptedModel, state_dir: Path, home: Path
+) -> None:
+    prices = {"input": 3.0, "cachedInput": 0.3, "output": 15.0}
+    editor = await start_editor(
+        workspace,
+        "visual-studio-code",
+        settings_for(model, prices=prices),
+        state_dir=state_dir,
+        home=home,
+    )
+    try:
+        model.add(reply("one", prompt_tokens=1000, cached_tokens=600))  # 1 output token
+        result = await editor.ask("hi")
+        (usage,) = editor.events_of("usage")
+        assert (usage["inputTokens"], usage["cachedTokens"], usage["outputTokens"]) == (
+            1000,
+            600,
+            1,
+        )
+        assert usage["cost"] == pytest.approx((400 * 3.0 + 600 * 0.3 + 1 * 15.0) / 1e6)
+        status = await editor.command("lspAgent.status", {"session": result.session})
+        (session,) = status.sessions
+        assert session.usage.inputTokens == 1000 and session.usage.outputTokens == 1
+        assert session.usage.cost == pytest.approx(usage["cost"])
+        # The history gives each turn's use too, priced: a chat shows it after a restart.
+        history = await editor.command("lspAgent.history", {"session": result.session})
+        (used,) = [item for item in history if item.type == "usage"]
+        assert (used.turn, used.inputTokens, used.cachedTokens, used.outputTokens) == (
+            1,
+            1000,
+            600,
+            1,
+        )
+        assert used.cost == pytest.approx(usage["cost"])
+    finally:
+        await editor.client.shutdown_session()
+        await editor.client.stop()
+
+
+def test_an_older_transcript_without_turns_on_usage_gives_each_turn_its_use() -> None:
+    from lsp_agent.agent.history import conversation
+
+    def used(prompt: int, completion: int) -> dict[str, Any]:
+        return {
+            "type": "event",
+            "kind": "usage",
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+        }
+
+    records = [
+        {"type": "event", "kind": "prompt", "turn": 1, "prompt": "one"},
+        used(100, 5),
+        used(150, 7),
+        {"type": "turn", "turn": 1, "status": "completed"},
+        {"type": "event", "kind": "prompt", "turn": 2, "prompt": "two"},
+        used(300, 1),
+    ]
+
+    items = conversation(records)
+
+    assert [item["type"] for item in items] == ["prompt", "usage", "status", "prompt", "usage"]
+    first, second = (item for item in items if item["type"] == "usage")
+    assert (first["turn"], first["inputTokens"], first["outputTokens"], first["calls"]) == (
+        1,
+        250,
+        12,
+        2,
+    )
+    assert (second["turn"], second["inputTokens"], second["calls"]) == (2, 300, 1)

@@ -1,0 +1,185 @@
+"""Request bodies: each stored message is encoded once, and the bytes are json.dumps' own."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lsp_agent.messages import Message
+from lsp_agent.model.encoding import SLICE_CHARS, RequestEncoder, dumps, json_object
+from lsp_agent.model.stream import Pacer
+
+
+async def encode(
+    encoder: RequestEncoder, messages: list[Message], pacer: Pacer | None = None
+) -> bytes:
+    """The messages' JSON array as the encoder gives it, joined."""
+    return b"".join(await encoder.messages(messages, pacer))
+
+
+def reference(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def conversation(turns: int) -> list[Message]:
+    history: list[Message] = [{"role": "system", "content": "You are a test."}]
+    for n in range(turns):
+        history.append({"role": "user", "content": f"question {n} é 😀"})
+        call = {
+            "id": f"c{n}",
+            "type": "function",
+            "function": {"name": "read_file", "arguments": "{}"},
+        }
+        history.append({"role": "assistant", "content": "", "tool_calls": [call]})
+        history.append({"role": "tool", "tool_call_id": f"c{n}", "content": 'line\n\t"q"\\ \x01'})
+    return history
+
+
+texts = st.text(alphabet=st.characters(codec="utf-8"), max_size=30)
+messages = st.lists(
+    st.fixed_dictionaries(
+        {"role": st.sampled_from(["user", "assistant", "tool"]), "content": texts | st.none()}
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+@given(messages)
+def test_the_messages_are_the_bytes_json_dumps_gives(sent: list[Message]) -> None:
+    sent = [{"role": "system", "content": "s"}, *sent]
+    expected = [
+        {**m, "content": ""} if m["role"] == "assistant" and m["content"] is None else m
+        for m in sent
+    ]
+    encoder = RequestEncoder()
+    assert asyncio.run(encode(encoder, sent)) == reference(expected)
+    assert asyncio.run(encode(encoder, sent)) == reference(expected)  # the cache's bytes
+
+
+async def test_a_body_is_byte_identical_to_the_whole_body_encoded_at_once() -> None:
+    history = conversation(3)
+    tools = [{"type": "function", "function": {"name": "read_file", "parameters": {}}}]
+    body = json_object(
+        [
+            ("model", dumps("test-model")),
+            ("messages", await RequestEncoder().messages(history)),
+            ("tools", dumps(tools)),
+            ("stream", dumps(True)),
+        ]
+    )
+    whole = {"model": "test-model", "messages": history, "tools": tools, "stream": True}
+    assert body == reference(whole)
+
+
+async def test_a_longer_history_encodes_only_its_new_messages() -> None:
+    encoder = RequestEncoder()
+    history = conversation(50)
+    reminder: Message = {"role": "user", "content": "<context>now</context>"}
+    first = await encode(encoder, [*history, reminder])
+    assert encoder.encoded == len(history) + 1
+
+    before = encoder.encoded
+    history.append({"role": "assistant", "content": "Done."})
+    reminder = {"role": "user", "content": "<context>later</context>"}
+    second = await encode(encoder, [*history, reminder])
+    assert encoder.encoded == before + 2  # the answer and the new reminder
+    assert second.startswith(first[: -len(reference(reminder)) - 1])  # the prefix is kept
+
+
+async def test_a_rewritten_message_is_a_new_dict_and_is_encoded_anew() -> None:
+    encoder = RequestEncoder()
+    history = conversation(3)
+    await encode(encoder, history)
+    stubbed = list(history)
+    stubbed[3] = {**history[3], "content": "[trimmed]"}
+    before = encoder.encoded
+    assert await encode(encoder, stubbed) == reference(stubbed)
+    assert encoder.encoded == before + 1
+
+
+async def test_a_message_mutated_in_place_is_not_sent_stale() -> None:
+    encoder = RequestEncoder()
+    history = conversation(2)
+    await encode(encoder, history)
+    history[3]["content"] = "changed behind the cache's back"
+    assert await encode(encoder, history) == reference(history)
+
+
+async def test_messages_that_left_the_request_leave_the_cache() -> None:
+    encoder = RequestEncoder()
+    history = conversation(10)
+    await encode(encoder, history)
+    compacted = [history[0], {"role": "user", "content": "note"}, *history[-3:]]
+    await encode(encoder, compacted)
+    await encode(encoder, history)
+    assert encoder.encoded == len(history) + 1 + (len(history) - 4)
+
+
+async def test_sessions_side_by_side_keep_their_messages_encoded() -> None:
+    encoder = RequestEncoder()
+    one, two = conversation(5), conversation(5)
+    for _ in range(3):
+        await encode(encoder, one)
+        await encode(encoder, two)
+    assert encoder.encoded == len(one) + len(two)
+
+
+async def test_a_lone_surrogate_is_sent_repaired_instead_of_failing_the_request() -> None:
+    history = [{"role": "system", "content": "s"}, {"role": "user", "content": "bad \ud83d half"}]
+    sent = await encode(RequestEncoder(), history)
+    assert json.loads(sent)[1]["content"] == "bad \ufffd half"
+    assert history[1]["content"] == "bad \ud83d half"  # what is stored is not touched here
+
+
+async def test_a_huge_message_is_encoded_in_slices_to_the_same_bytes() -> None:
+    text = ('line with "quotes", a tab\t, é and 😀\n' * 40_000) + "end"
+    history = [
+        {"role": "system", "content": "s"},
+        {"role": "assistant", "content": text},
+        {"role": "tool", "tool_call_id": "x", "content": "ascii " * 100_000},
+    ]
+    rests: list[int] = []
+    pacer = Pacer(budget=0.0)  # every slice is a slice: count how often the loop may run
+    original = pacer.rest
+
+    async def counted() -> None:
+        rests.append(1)
+        await original()
+
+    pacer.rest = counted  # type: ignore[method-assign]
+    assert await encode(RequestEncoder(), history, pacer) == reference(history)
+    assert len(rests) >= len(text) // SLICE_CHARS
+
+
+async def test_a_stub_rebuilt_with_the_same_text_is_not_encoded_again() -> None:
+    encoder = RequestEncoder()
+    history = conversation(20)
+
+    def stubbed() -> list[Message]:  # what the layers send: a new dict, new text, each time
+        return [
+            {**m, "content": "".join(["[trim", "med]"])} if m["role"] == "tool" else m
+            for m in history
+        ]
+
+    await encode(encoder, history)
+    first = await encode(encoder, stubbed())  # the request after the layers' decision
+    before = encoder.encoded
+    assert await encode(encoder, stubbed()) == first  # and the ones after it
+    assert encoder.encoded == before
+
+
+async def test_a_request_that_extends_the_last_one_encodes_only_what_is_new() -> None:
+    encoder = RequestEncoder()
+    history = conversation(30)
+    for n in range(5):
+        reminder: Message = {"role": "user", "content": f"<context>{n}</context>"}
+        before = encoder.encoded
+        assert await encode(encoder, [*history, reminder]) == reference([*history, reminder])
+        if n:
+            assert encoder.encoded == before + 2  # the answer stored since, and the reminder
+        history.append({"role": "assistant", "content": f"answer {n}"})

@@ -1,0 +1,467 @@
+"""Typing at a real terminal while the agent's edit and question arrive: nothing typed for a
+buffer ever decides them.
+
+Neovim (Debian's 0.7.2 and a current 0.11) runs its terminal UI in tmux, with the plugin, the
+real server and the scripted model on loopback. The test is the user: it types one key at a time
+at a typist's pace (`tmux send-keys`), and holds the model's next step until the user is
+mid-sentence, so that the review and the question appear while keys keep coming. What it checks
+it reads as facts, never after a fixed time: the buffer's text and the mode over Neovim's RPC
+socket (`--listen`), the files on disk, and what the model was told.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import msgpack  # type: ignore[import-untyped]
+import pytest
+
+from tests.fake_model import ScriptedModel, Step, StepLike, reply, tool_call
+from tests.neovim import MINIMAL_INIT, PLUGIN, Neovim, neovim_env, nvim
+
+__all__ = ["nvim"]  # the fixture, used by the tests below
+
+TYPING_INIT = PLUGIN / "tests" / "typing_init.lua"
+KEY_PAUSE_S = 0.03
+"""Between two keys: a fast typist. Pacing only; nothing waits on it."""
+POLL_S = 0.02
+"""Between two looks at a fact that is not true yet."""
+FACT_TIMEOUT_S = 40.0
+
+
+class Rpc:
+    """A minimal msgpack-RPC client of Neovim's `--listen` socket: requests, in order."""
+
+    def __init__(self, path: Path) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(str(path))
+        self.sock.settimeout(FACT_TIMEOUT_S)
+        self.unpacker = msgpack.Unpacker(raw=False, strict_map_key=False)
+        self.next_id = 0
+
+    def request(self, method: str, *args: Any) -> Any:
+        self.next_id += 1
+        msgid = self.next_id
+        self.sock.sendall(msgpack.packb([0, msgid, method, list(args)]))
+        while True:
+            for message in self.unpacker:
+                if message[0] == 1 and message[1] == msgid:
+                    if message[2] is not None:
+                        raise RuntimeError(f"{method} failed in Neovim: {message[2]}")
+                    return message[3]
+            data = self.sock.recv(65536)
+            if not data:
+                raise ConnectionError("Neovim closed its RPC socket")
+            self.unpacker.feed(data)
+
+    def lua(self, code: str, *args: Any) -> Any:
+        return self.request("nvim_exec_lua", code, list(args))
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class Terminal:
+    """Neovim's terminal UI in a tmux pane of its own server, typed at key by key."""
+
+    def __init__(self, nvim: Neovim, workspace: Path, tmp: Path, base_url: str, file: str) -> None:
+        if shutil.which("tmux") is None:
+            pytest.fail("tmux not found: `apt-get install tmux` (scripts/test.sh installs it)")
+        self.tmux = ["tmux", "-S", str(tmp / "tmux.sock"), "-f", "/dev/null"]
+        self.listen = tmp / "nvim.sock"
+        self.workspace = workspace
+        command = [
+            str(nvim.path),
+            "--clean",
+            "-u",
+            str(MINIMAL_INIT),
+            "--listen",
+            str(self.listen),
+            "-c",
+            f"luafile {TYPING_INIT}",
+            file,
+        ]
+        subprocess.run(
+            [*self.tmux, "new-session", "-d", "-x", "100", "-y", "30", "-s", "user", *command],
+            cwd=workspace,
+            env=neovim_env(tmp, base_url),
+            check=True,
+            timeout=30,
+        )
+        wait_until("Neovim's RPC socket", self.listen.exists, self)
+        self.rpc = Rpc(self.listen)
+
+    def keys(self, *keys: str) -> None:
+        """Type `keys` (tmux key names: "Enter", "Escape") one at a time."""
+        for key in keys:
+            subprocess.run([*self.tmux, "send-keys", "-t", "user", key], check=True, timeout=10)
+            time.sleep(KEY_PAUSE_S)
+
+    def type(self, text: str) -> None:
+        """Type `text` character by character; a newline is the Enter key."""
+        for char in text:
+            if char == "\n":
+                self.keys("Enter")
+            else:
+                subprocess.run(
+                    [*self.tmux, "send-keys", "-t", "user", "-l", char], check=True, timeout=10
+                )
+                time.sleep(KEY_PAUSE_S)
+
+    def screen(self) -> str:
+        done = subprocess.run(
+            [*self.tmux, "capture-pane", "-p", "-t", "user"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+        return done.stdout
+
+    def mode(self) -> str:
+        return str(self.rpc.request("nvim_get_mode")["mode"])
+
+    def lines(self, name: str) -> list[str]:
+        """The text of the buffer of file `name`, as Neovim has it."""
+        lines: list[str] = self.rpc.lua(
+            "local b = vim.fn.bufnr(...) return vim.api.nvim_buf_get_lines(b, 0, -1, false)", name
+        )
+        return lines
+
+    def waiting(self) -> list[dict[str, Any]]:
+        """What waits for the user: each decision's kind, and whether its window is shown and
+        has the cursor."""
+        waiting: list[dict[str, Any]] = self.rpc.lua(
+            """
+            local shown = {}
+            for _, d in ipairs(require("lsp_agent.decisions").pending()) do
+              local open = d.win ~= nil and vim.api.nvim_win_is_valid(d.win)
+              shown[#shown + 1] = {
+                kind = d.kind,
+                open = open,
+                current = open and d.win == vim.api.nvim_get_current_win(),
+              }
+            end
+            return shown
+            """
+        )
+        return waiting
+
+    def chat(self, which: str) -> list[str]:
+        """The lines of the chat's `conversation` or `input` buffer."""
+        lines: list[str] = self.rpc.lua(
+            """
+            local _, chat = next(require("lsp_agent.state").chats)
+            if not chat then return {} end
+            return vim.api.nvim_buf_get_lines(chat[...], 0, -1, false)
+            """,
+            which,
+        )
+        return lines
+
+    def chat_input_current(self) -> bool:
+        """True when the cursor is in the chat's input."""
+        return bool(
+            self.rpc.lua(
+                """
+                local _, chat = next(require("lsp_agent.state").chats)
+                return chat ~= nil and vim.api.nvim_get_current_buf() == chat.input
+                """
+            )
+        )
+
+    def current_file(self) -> str:
+        return str(self.rpc.lua("return vim.fn.expand('%:t')"))
+
+    def close(self) -> None:
+        self.rpc.close()
+        subprocess.run([*self.tmux, "kill-server"], timeout=10, check=False)
+
+
+def wait_until(what: str, fact: Callable[[], Any], terminal: Terminal | None = None) -> Any:
+    """Look at `fact` until it holds; fail with what the screen shows if it never does."""
+    deadline = time.monotonic() + FACT_TIMEOUT_S
+    while True:
+        value = fact()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            screen = terminal.screen() if terminal else "(no terminal)"
+            pytest.fail(f"timed out waiting for {what}; the screen:\n{screen}")
+        time.sleep(POLL_S)
+
+
+def held_until(event: threading.Event, step: Step) -> StepLike:
+    """`step`, answered only once `event` is set: the model's next move waits for the test."""
+
+    def answer(body: dict[str, Any]) -> StepLike:
+        event.wait(FACT_TIMEOUT_S)
+        return step
+
+    return answer
+
+
+@pytest.fixture
+def terminal_for(
+    nvim: Neovim, workspace: Path, tmp_path: Path, model: ScriptedModel
+) -> Iterator[Callable[[str], Terminal]]:
+    opened: list[Terminal] = []
+
+    def open_terminal(file: str) -> Terminal:
+        opened.append(Terminal(nvim, workspace, tmp_path, model.base_url, file))
+        return opened[-1]
+
+    yield open_terminal
+    for terminal in opened:
+        terminal.close()
+
+
+FINAL_ANSWER = "".join(f"Step {i} of what I did.\n" for i in range(1, 41))
+
+
+def test_typing_never_decides_the_review_or_the_question(
+    terminal_for: Callable[[str], Terminal], model: ScriptedModel, workspace: Path
+) -> None:
+    (workspace / "notes.txt").write_text("notes\n")
+    hello_before = (workspace / "hello.py").read_text()
+    edit_may_come, question_may_come = threading.Event(), threading.Event()
+    model.add(
+        tool_call("read_file", {"path": "hello.py"}),
+        held_until(
+            edit_may_come,
+            tool_call("edit_file", {"path": "hello.py", "old": '"hello"', "new": '"hi"'}),
+        ),
+        held_until(question_may_come, tool_call("bash", {"command": "touch ran.txt"})),
+        reply(FINAL_ANSWER, chunks=20, delay=0.02),
+    )
+    term = terminal_for("notes.txt")
+    wait_until("notes.txt open", lambda: term.current_file() == "notes.txt", term)
+
+    term.type(":LspAgent ask tidy up hello.py\n")
+    wait_until("the model asked for its next step", lambda: len(model.requests) == 2, term)
+    term.type("Go")
+    wait_until("insert mode", lambda: term.mode() == "i", term)
+
+    # The edit arrives mid-sentence; the words hold the old decision keys (a, r, t, q).
+    term.type("# todo: remember to ")
+    edit_may_come.set()
+    term.type("ask about the review here quietly")
+    wait_until("the review", lambda: [d["kind"] for d in term.waiting()] == ["review"], term)
+    # Keys typed after it appeared: the new decision keys, <CR>, digits.
+    term.type("\nga gr a r q ? ]c\n1\n")
+    typed = [
+        "notes",
+        "# todo: remember to ask about the review here quietly",
+        "ga gr a r q ? ]c",
+        "1",
+        "",
+    ]
+    wait_until("every key in notes.txt", lambda: term.lines("notes.txt") == typed, term)
+    assert term.mode() == "i"  # still typing, in the buffer the user was in
+    assert term.current_file() == "notes.txt"
+    assert term.waiting() == [{"kind": "review", "open": True, "current": False}]
+    assert (workspace / "hello.py").read_text() == hello_before  # nothing decided
+    assert len(model.requests) == 2  # the model heard nothing about the edit
+    # Announced: in the statusline, and as a message (which insert mode's own covers).
+    assert "lsp-agent: an edit to review (:LspAgent review)" in term.screen()
+    messages = term.rpc.lua("return vim.fn.execute('messages')")
+    assert "lsp-agent: an edit to hello.py waits for you: :LspAgent review" in messages
+
+    # The user goes to the review, and accepts there.
+    term.keys("BSpace", "Escape")
+    wait_until("normal mode", lambda: term.mode() == "n", term)
+    term.type(":LspAgent review\n")
+    wait_until(
+        "the review under the cursor",
+        lambda: term.waiting() == [{"kind": "review", "open": True, "current": True}],
+        term,
+    )
+    term.type("ga")
+    wait_until(
+        "the edit on disk",
+        lambda: (workspace / "hello.py").read_text() == hello_before.replace('"hello"', '"hi"'),
+        term,
+    )
+    wait_until("back in notes.txt", lambda: term.current_file() == "notes.txt", term)
+    wait_until("the model asked again", lambda: len(model.requests) == 3, term)
+
+    # The question arrives while the user types lines that would answer a prompt.
+    term.type("o")
+    wait_until("insert mode", lambda: term.mode() == "i", term)
+    term.type("count = ")
+    question_may_come.set()
+    term.type("1\ny\n2\n")
+    wait_until("the question", lambda: [d["kind"] for d in term.waiting()] == ["question"], term)
+    term.type("Allow\n1\n")
+    typed = [*typed[:-1], "count = 1", "y", "2", "Allow", "1", ""]
+    wait_until("every key in notes.txt", lambda: term.lines("notes.txt") == typed, term)
+    assert term.mode() == "i"
+    assert term.waiting() == [{"kind": "question", "open": True, "current": False}]
+    assert not (workspace / "ran.txt").exists()  # the command did not run
+    assert len(model.requests) == 3
+    status = "lsp-agent: waiting for your answer (:LspAgent review)"
+    assert term.rpc.lua("return require('lsp_agent').status()") == status
+    wait_until("the statusline", lambda: status in term.screen(), term)
+
+    # The user goes to the question: the cursor is on it, not on a choice; two lines down is
+    # Allow, and <CR> answers.
+    term.keys("BSpace", "Escape")
+    wait_until("normal mode", lambda: term.mode() == "n", term)
+    term.type(":LspAgent review\n")
+    wait_until(
+        "the question under the cursor",
+        lambda: term.waiting() == [{"kind": "question", "open": True, "current": True}],
+        term,
+    )
+    term.type("jj\n")
+    wait_until("the command to run", (workspace / "ran.txt").exists, term)
+
+    # The answer streams in; its window shows the end.
+    wait_until(
+        "the turn to end with its edit count",
+        lambda: (
+            term.lines("lsp-agent://answer")[-2:]
+            == ["_completed_", "_edits: 1 proposed, 1 applied, 0 rejected_"]
+        ),
+        term,
+    )
+    view = term.rpc.lua(
+        """
+        vim.cmd("redraw")
+        local bufnr = vim.fn.bufnr("lsp-agent://answer")
+        local info = vim.fn.getwininfo(vim.fn.bufwinid(bufnr))[1]
+        return { top = info.topline, bottom = info.botline,
+                 last = vim.api.nvim_buf_line_count(bufnr) }
+        """
+    )
+    assert view["bottom"] == view["last"] and view["top"] > 1, view
+    assert "_completed_" in term.screen()
+    assert term.lines("notes.txt") == typed[:-1]  # the empty line was the user's BSpace
+    told = [m["content"] for m in model.requests[-1]["messages"] if m["role"] == "tool"]
+    assert told[1].startswith("applied: hello.py")
+    assert told[2].startswith("exit code 0")
+
+
+def test_typing_in_the_chat_while_a_turn_streams_sends_nothing_and_decides_nothing(
+    terminal_for: Callable[[str], Terminal], model: ScriptedModel, workspace: Path
+) -> None:
+    hello_before = (workspace / "hello.py").read_text()
+    edit_may_come, question_may_come = threading.Event(), threading.Event()
+    model.add(
+        tool_call("read_file", {"path": "hello.py"}),
+        held_until(
+            edit_may_come,
+            tool_call(
+                "edit_file",
+                {"path": "hello.py", "old": '"hello"', "new": '"hi"'},
+                text="I will make it say hi.",
+            ),
+        ),
+        held_until(question_may_come, tool_call("bash", {"command": "touch ran.txt"})),
+        reply(FINAL_ANSWER, chunks=20, delay=0.02),
+        reply("Second answer."),
+    )
+    term = terminal_for("hello.py")
+    wait_until("hello.py open", lambda: term.current_file() == "hello.py", term)
+
+    term.type(":LspAgent chat\n")
+    wait_until("the chat input, in insert mode", lambda: term.chat_input_current(), term)
+    term.type("tidy up hello.py")
+    term.keys("C-s")
+    wait_until("the model asked for its next step", lambda: len(model.requests) == 2, term)
+    assert term.chat("input") == [""]  # sent, and the input is free for the next prompt
+
+    # The user writes the next prompt while the turn streams; the edit arrives mid-sentence.
+    term.type("# todo: remember to ")
+    edit_may_come.set()
+    term.type("ask about the review here quietly")
+    wait_until("the review", lambda: [d["kind"] for d in term.waiting()] == ["review"], term)
+    term.type("\nga gr a r q ? ]c\n1\n")
+    typed = ["# todo: remember to ask about the review here quietly", "ga gr a r q ? ]c", "1", ""]
+    wait_until("every key in the chat input", lambda: term.chat("input") == typed, term)
+    assert term.chat_input_current() and term.mode() == "i"
+    assert term.waiting() == [{"kind": "review", "open": True, "current": False}]
+    assert (workspace / "hello.py").read_text() == hello_before  # nothing decided
+    assert len(model.requests) == 2  # nothing sent, nothing told
+    assert "I will make it say hi." in term.chat("conversation")  # it streamed meanwhile
+    said = "an edit to review waits: gR to go there"
+    wait_until("the chat's statusline", lambda: said in term.screen(), term)
+
+    # The user goes to the review from the chat, and accepts there.
+    term.keys("Escape")
+    wait_until("normal mode", lambda: term.mode() == "n", term)
+    term.type("gR")
+    wait_until(
+        "the review under the cursor",
+        lambda: term.waiting() == [{"kind": "review", "open": True, "current": True}],
+        term,
+    )
+    term.type("ga")
+    wait_until(
+        "the edit on disk",
+        lambda: (workspace / "hello.py").read_text() == hello_before.replace('"hello"', '"hi"'),
+        term,
+    )
+    wait_until("back in the chat input", term.chat_input_current, term)
+    wait_until("the model asked again", lambda: len(model.requests) == 3, term)
+
+    # The question arrives while the user types lines that would answer a prompt.
+    term.type("A")
+    wait_until("insert mode", lambda: term.mode() == "i", term)
+    term.type("count = ")
+    question_may_come.set()
+    term.type("1\ny\n2\n")
+    wait_until("the question", lambda: [d["kind"] for d in term.waiting()] == ["question"], term)
+    term.type("Allow\n1")
+    typed = [*typed[:-1], "count = 1", "y", "2", "Allow", "1"]
+    wait_until("every key in the chat input", lambda: term.chat("input") == typed, term)
+    assert term.chat_input_current() and term.mode() == "i"
+    assert term.waiting() == [{"kind": "question", "open": True, "current": False}]
+    assert not (workspace / "ran.txt").exists()
+    assert len(model.requests) == 3
+
+    term.keys("Escape")
+    wait_until("normal mode", lambda: term.mode() == "n", term)
+    term.type("gR")
+    wait_until(
+        "the question under the cursor",
+        lambda: term.waiting() == [{"kind": "question", "open": True, "current": True}],
+        term,
+    )
+    term.type("jj\n")
+    wait_until("the command to run", (workspace / "ran.txt").exists, term)
+
+    # The answer streams into the conversation, whose window shows its end.
+    wait_until("the turn to end", lambda: term.chat("conversation")[-1:] == ["_completed_"], term)
+    view = term.rpc.lua(
+        """
+        vim.cmd("redraw")
+        local chat = select(2, next(require("lsp_agent.state").chats))
+        local info = vim.fn.getwininfo(vim.fn.bufwinid(chat.conversation))[1]
+        return { top = info.topline, bottom = info.botline,
+                 last = vim.api.nvim_buf_line_count(chat.conversation) }
+        """
+    )
+    assert view["bottom"] == view["last"] and view["top"] > 1, view
+    assert len(model.requests) == 4
+    assert term.chat("input") == typed  # still there, unsent
+
+    # <CR> in normal mode sends it, exactly as typed, in the same session.
+    wait_until("back in the chat input", term.chat_input_current, term)
+    term.keys("Enter")
+    wait_until("the prompt sent", lambda: len(model.requests) == 5, term)
+    users = [m["content"] for m in model.requests[4]["messages"] if m["role"] == "user"]
+    assert users[-2] == "\n".join(typed)
+    assert users[0] == "tidy up hello.py"
+    wait_until(
+        "the second turn to end",
+        lambda: term.chat("conversation")[-3:] == ["Second answer.", "", "_completed_"],
+        term,
+    )

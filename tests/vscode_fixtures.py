@@ -1,0 +1,174 @@
+"""Fixtures of the VS Code end-to-end tests (tests/test_vscode*.py import them).
+
+`vscode` is a code-server with the extension, configured for the scripted model and open on the
+test's workspace. A test changes what it starts with by parametrizing `extra_settings` (merged
+over the user settings) or `extra_env` (code-server's environment, inherited by the extension host
+and the server it starts).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Page, sync_playwright
+
+from tests import vscode_harness as harness
+from tests.fake_model import ScriptedModel
+
+MEDIA = harness.EXTENSION / "media"
+# Set LSP_AGENT_TEST_SCREENSHOTS=1 to refresh the README's screenshots in editors/vscode/media/.
+SAVE_MEDIA = os.environ.get("LSP_AGENT_TEST_SCREENSHOTS") == "1"
+OUTPUT_CHANNEL = "LSP Agent"
+
+
+@dataclass(frozen=True)
+class Build:
+    code_server: Path
+    vsix: Path
+
+
+@pytest.fixture(scope="module")
+def build() -> Build:
+    """The packaged extension and code-server (both cached across runs)."""
+    try:
+        return Build(code_server=harness.install_code_server(), vsix=harness.build_vsix())
+    except harness.SetupError as error:
+        pytest.fail(str(error), pytrace=False)
+
+
+@dataclass
+class VSCode:
+    server: harness.CodeServer
+    workbench: harness.Workbench
+    page: Page
+    shots: Path
+
+    def output(self) -> str:
+        """The text of the extension's output channel, exactly as it was written."""
+        return self.server.output_channel(OUTPUT_CHANNEL)
+
+    def wait_for_output(self, text: str, timeout: float = 60) -> str:
+        """Wait until the output channel holds `text`; return the whole channel."""
+
+        def holds() -> str | None:
+            out = self.output()
+            return out if text in out else None
+
+        return str(harness.wait_until(holds, timeout, f"the output channel to hold {text!r}"))
+
+    def save_media(self, *shots: Path) -> None:
+        """Copy screenshots to editors/vscode/media/ (when LSP_AGENT_TEST_SCREENSHOTS=1)."""
+        if SAVE_MEDIA:
+            MEDIA.mkdir(exist_ok=True)
+            for shot in shots:
+                (MEDIA / shot.name).write_bytes(shot.read_bytes())
+
+
+@pytest.fixture
+def extra_settings() -> dict[str, Any]:
+    """User settings a test adds or overrides (parametrize it)."""
+    return {}
+
+
+@pytest.fixture
+def extra_env() -> dict[str, str]:
+    """Environment variables a test adds or overrides for code-server (parametrize it)."""
+    return {}
+
+
+@pytest.fixture
+def vscode(
+    build: Build,
+    workspace: Path,
+    model: ScriptedModel,
+    state_dir: Path,
+    tmp_path: Path,
+    extra_settings: dict[str, Any],
+    extra_env: dict[str, str],
+    request: pytest.FixtureRequest,
+    capsys: pytest.CaptureFixture[str],
+) -> Iterator[VSCode]:
+    """code-server with the extension, configured for the scripted model, open on `workspace`.
+
+    When the test fails: a screenshot in its tmp dir, and the tail of code-server's logs."""
+    failed_before = request.session.testsfailed
+    server = harness.CodeServer(build.code_server, tmp_path / "vscode")
+    try:
+        server.install_extension(build.vsix)
+        server.settings(
+            {
+                "lspAgent.server.command": [sys.executable, "-m", "lsp_agent", "serve"],
+                "lspAgent.baseUrl": model.base_url,
+                "lspAgent.model": "test-model",
+                "lspAgent.review": "diff",
+                **extra_settings,
+            }
+        )
+        with harness.diagnostics(server, None, tmp_path):
+            server.start(
+                {
+                    "LSP_AGENT_STATE_DIR": str(state_dir),
+                    "PYTHONPATH": str(harness.ROOT),  # the server from this checkout
+                    "PYTHONUNBUFFERED": "1",
+                    **extra_env,
+                }
+            )
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(
+                executable_path=str(harness.CHROMIUM),
+                args=harness.CHROMIUM_ARGS,
+                env=server.env(),  # Chromium's own HOME and XDG dirs too
+            )
+            try:
+                page = browser.new_page(viewport=harness.VIEWPORT)
+                workbench = harness.Workbench(page)
+                with harness.diagnostics(server, workbench, tmp_path):
+                    workbench.open(server.url, workspace)
+                yield VSCode(server, workbench, page, tmp_path)
+                if request.session.testsfailed > failed_before:
+                    with capsys.disabled():
+                        harness.report_failure(server, workbench, tmp_path)
+            finally:
+                browser.close()
+    finally:
+        strays = server.stop()
+    assert not strays, f"processes left code-server's process group: {strays}"
+
+
+def tool_results(request: dict[str, Any]) -> list[str]:
+    """The tool results the model was shown in one request, in order."""
+    return [m["content"] for m in request["messages"] if m["role"] == "tool"]
+
+
+def output_lines(page: Page) -> Any:
+    """The text lines of the editor in the Output panel."""
+    return page.locator(".part.panel .output-view .monaco-editor .view-lines")
+
+
+def review_button(page: Page, name: str) -> Any:
+    """An action in the editor title of the diff review, by its accessible name."""
+    return page.locator(f'.editor-actions .action-label[aria-label^="{name}"]').first
+
+
+def chat_frame(page: Page) -> Any:
+    """The content of the chat view's webview (VS Code nests it in two iframes, laid over the
+    workbench outside the side bar's DOM; the chat is the only webview these tests open).
+
+    Locators inside it wait and retry like any other: after a window reload they find the new
+    webview."""
+    view = page.locator("iframe.webview.ready").first
+    return view.content_frame.locator("#active-frame").content_frame
+
+
+def open_chat(vscode: VSCode) -> Any:
+    """Show the chat view (LSP Agent: Open Chat) and wait until its input is there."""
+    vscode.workbench.run_command("LSP Agent: Open Chat")
+    chat = chat_frame(vscode.page)
+    chat.locator("#input").wait_for()
+    return chat
