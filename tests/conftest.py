@@ -31,8 +31,9 @@ from tests.fake_model import ScriptedModel
 
 EDITORS = ["visual-studio-code", "neovim"]
 
-REAL_EDITORS = ("test_vscode", "test_neovim")
-"""Test files that drive a real editor (code-server in Chromium, Neovim): the longest."""
+REAL_EDITORS = ("test_vscode", "test_neovim", "test_emacs")
+"""Test files that drive a real editor (code-server in Chromium, Neovim 0.7 and 0.11, Emacs in
+tmux): the longest, and the ones whose typing and screens must not wait on each other's CPU."""
 
 
 def real_editor(path: str | os.PathLike[str]) -> bool:
