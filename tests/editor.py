@@ -177,7 +177,7 @@ class Editor:
             described = vars(status.settings)
             if all(
                 (name in settings) == (entry.source == "editor")
-                and (name not in settings or entry.value == settings[name])
+                and (name not in settings or entry.value == namespace(settings[name]))
                 for name, entry in described.items()
             ):
                 return
