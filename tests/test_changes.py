@@ -746,8 +746,10 @@ async def test_a_deleted_workspace_does_not_crash_the_tracker(tmp_path: Path) ->
     await tracker.start()
     try:
         await tracker.snapshot()
+        deleted = time.monotonic()
         shutil.rmtree(repo)
-        await asyncio.sleep(0.2)
+        await tracker.settle(quiet=0.01, since=deleted)  # once the watcher has seen it go
+        assert tracker._watcher is not None and tracker._watcher.last_event > deleted
         entries = await tracker.changes_since_snapshot()
         assert isinstance(entries, list)
     finally:
