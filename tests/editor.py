@@ -20,11 +20,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypeVar
 
 from lsprotocol import types
 from pytest_lsp import LanguageClient, client_capabilities
 from pytest_lsp.client import make_test_lsp_client
+
+_T = TypeVar("_T")
 
 Decision = Callable[[types.ApplyWorkspaceEditParams], "tuple[bool, str | None]"]
 
@@ -145,18 +147,29 @@ class Editor:
     ) -> dict[str, Any]:
         """The first event of `kind` (with `fields`), once it has arrived (a hang guard of
         `timeout` seconds, not a timing assertion)."""
+        found = await self._until(lambda: self.events_of(kind, **fields), repr(kind), timeout)
+        return found[0]
 
-        async def arrival() -> dict[str, Any]:
-            while not (found := self.events_of(kind, **fields)):
+    def streamed(self) -> str:
+        """The answer streamed so far: the deltas of the `text` events joined."""
+        return "".join(str(e["text"]) for e in self.events_of("text"))
+
+    async def wait_for_text(self, text: str, timeout: float = 20.0) -> None:
+        """Return once the answer streamed so far starts with `text` (a hang guard)."""
+        await self._until(lambda: self.streamed().startswith(text), f"text for {text!r}", timeout)
+
+    async def _until(self, fact: Callable[[], _T], what: str, timeout: float) -> _T:
+        """`fact()` once it is truthy, checked again whenever an event arrives."""
+
+        async def arrival() -> _T:
+            while not (found := fact()):
                 await self._arrived.wait()
-            return found[0]
+            return found
 
         try:
             return await asyncio.wait_for(arrival(), timeout)
         except asyncio.TimeoutError:
-            raise AssertionError(
-                f"no {kind!r} event within {timeout}s; got {self.events}"
-            ) from None
+            raise AssertionError(f"no {what} event within {timeout}s; got {self.events}") from None
 
     async def configure(self, settings: dict[str, Any]) -> None:
         """The user changes the `lspAgent` settings; returns once the server runs with them.

@@ -376,6 +376,7 @@ async def test_cancel_with_the_command_closes_the_model_stream(
     model.add(hang_after("Let me think"))
     running = asyncio.create_task(editor.ask("think hard"))
     text = await editor.wait_for_event("text")
+    await editor.wait_for_text("Let me think")  # all of it, before the cancel
 
     answer = await editor.command("lspAgent.cancel", {"session": text["session"]})
 
