@@ -179,7 +179,8 @@ class Editor:
         one as not.
         """
         workspace = self.client.capabilities.workspace if self.client.capabilities else None
-        assert workspace is not None and workspace.configuration, "a client that cannot be asked"
+        assert workspace is not None, "a client that cannot be asked"
+        assert workspace.configuration, "a client that cannot be asked"
         self.client.set_configuration({"lspAgent": settings})
         self.client.workspace_did_change_configuration(
             types.DidChangeConfigurationParams(settings=None)

@@ -71,8 +71,11 @@ async def test_the_history_after_a_restart_is_the_conversation_that_was_shown(
     prompt, read, edit, landed, answer, usage, status = live
     assert prompt.text == "make it friendlier"
     assert (read.name, read.ok, read.summary) == ("read_file", True, "read hello.py")
-    assert edit.name == "edit_file" and edit.args.new == '"hi there"' and edit.ok
-    assert landed.path == "hello.py" and landed.undoable
+    assert edit.name == "edit_file"
+    assert edit.args.new == '"hi there"'
+    assert edit.ok
+    assert landed.path == "hello.py"
+    assert landed.undoable
     assert answer.text == "I made it say **hi there**."
     assert status.status == "completed"
     # What the editor was shown as the turn ran is what the history gives back.
@@ -127,7 +130,8 @@ async def test_undo_refuses_a_file_whose_restored_lines_the_user_changed(
 
     assert (undone.proposed, undone.files) == (False, [])
     (refused,) = undone.refused
-    assert refused.path == "hello.py" and "changed since" in refused.why
+    assert refused.path == "hello.py"
+    assert "changed since" in refused.why
     assert (workspace / "hello.py").read_text() == GREETING.replace("hello", "hi there, friend")
 
 
@@ -148,7 +152,8 @@ async def test_each_turn_reports_its_tokens_and_the_session_its_total_and_cost(
     assert usage["cost"] == pytest.approx((400 * 3.0 + 600 * 0.3 + 1 * 15.0) / 1e6)
     status = await editor.command("lspAgent.status", {"session": result.session})
     (session,) = status.sessions
-    assert session.usage.inputTokens == 1000 and session.usage.outputTokens == 1
+    assert session.usage.inputTokens == 1000
+    assert session.usage.outputTokens == 1
     assert session.usage.cost == pytest.approx(usage["cost"])
     # The history gives each turn's use too, priced: a chat shows it after a restart.
     history = await editor.command("lspAgent.history", {"session": result.session})

@@ -127,7 +127,8 @@ async def test_the_user_rejects_the_edit_and_the_model_is_told_why(
     assert (result.edits.proposed, result.edits.applied, result.edits.rejected) == (1, 0, 1)
     assert (workspace / "hello.py").read_text() == 'def greet():\n    return "hello"\n'
     told = last_tool_result(model)
-    assert "rejected" in told and "keep the greeting as it is" in told
+    assert "rejected" in told
+    assert "keep the greeting as it is" in told
     assert editor.events_of("edit")[0]["applied"] is False
 
 
@@ -146,8 +147,10 @@ async def test_old_text_not_found_or_ambiguous_goes_back_to_the_model(
 
     assert result.status == "completed"
     not_found, ambiguous = tool_results(model.requests[-1])[1:3]
-    assert "not found" in not_found and "read the file again" in not_found
-    assert "2 times" in ambiguous and "add" in ambiguous
+    assert "not found" in not_found
+    assert "read the file again" in not_found
+    assert "2 times" in ambiguous
+    assert "add" in ambiguous
     assert result.edits.proposed == 0
     assert (workspace / "twice.py").read_text() == "x = 1\nx = 1\n"
 
@@ -161,7 +164,8 @@ async def test_an_unsaved_buffer_is_read_and_the_edit_is_pinned_to_its_version(
 
     result = await editor.ask("edit the greeting")
 
-    assert result.status == "completed" and result.edits.applied == 1
+    assert result.status == "completed"
+    assert result.edits.applied == 1
     assert '"typed"' in tool_results(model.requests[1])[0]  # the model saw the buffer
     buffer = editor.buffers[editor.uri("hello.py")]
     assert buffer.text == 'def greet():\n    return "edited"\n'
@@ -195,7 +199,8 @@ async def test_the_user_types_on_the_edited_line_between_read_and_edit_so_it_is_
 
     assert result.edits.proposed == 0
     told = last_tool_result(model)
-    assert "hello.py changed after you read it" in told and "on the lines your edit changes" in told
+    assert "hello.py changed after you read it" in told
+    assert "on the lines your edit changes" in told
     assert 'return "mine"' in told  # the user's line, quoted
     assert editor.buffers[editor.uri("hello.py")].text == 'def greet():\n    return "mine"\n'
 
@@ -209,7 +214,8 @@ async def test_the_user_types_over_the_edited_line_while_it_is_previewed_so_it_i
 
     result = await editor.ask("edit")
 
-    assert result.edits.applied == 0 and result.edits.rejected == 1
+    assert result.edits.applied == 0
+    assert result.edits.rejected == 1
     told = last_tool_result(model)
     assert "not proposed — hello.py changed after you read it" in told
     assert "Read the file again" in told
@@ -283,7 +289,8 @@ async def test_paths_outside_the_workspace_and_secrets_are_refused(
     assert result.status == "completed"
     outside, env, unread, malformed = tool_results(model.requests[-1])
     assert "outside the workspace" in outside
-    assert "protected" in env and "API_KEY=secret" not in env
+    assert "protected" in env
+    assert "API_KEY=secret" not in env
     assert "read_file first" in unread
     assert "not valid JSON" in malformed
 
@@ -295,7 +302,8 @@ async def test_the_model_endpoint_fails_once_with_500_and_the_turn_goes_on(
 
     result = await editor.ask("hi")
 
-    assert result.status == "completed" and result.answer == "fine now"
+    assert result.status == "completed"
+    assert result.answer == "fine now"
     assert len(model.requests) == 2
 
 
@@ -308,7 +316,8 @@ async def test_an_unreachable_endpoint_fails_the_turn_with_a_clear_error(
     result = await editor.ask("hi")
 
     assert result.status == "failed"
-    assert url in result.error and "baseUrl" in result.error
+    assert url in result.error
+    assert "baseUrl" in result.error
     status = await editor.command("lspAgent.status", {})
     assert status.baseUrl == url
 
@@ -319,7 +328,8 @@ async def test_a_missing_model_says_how_to_set_it(editor: Editor, model: Scripte
     with pytest.raises(JsonRpcException) as raised:
         await editor.ask("hi")
 
-    assert "LSP_AGENT_MODEL" in str(raised.value) and "lspAgent.model" in str(raised.value)
+    assert "LSP_AGENT_MODEL" in str(raised.value)
+    assert "lspAgent.model" in str(raised.value)
     assert model.requests == []
 
 
@@ -352,7 +362,9 @@ async def test_a_selection_goes_into_the_user_message(
     await editor.ask("what does this do?", uri=editor.uri("hello.py"), range=range_)
 
     user = next(m for m in model.requests[0]["messages"] if m["role"] == "user")["content"]
-    assert "hello.py" in user and 'return "hello"' in user and "line 2" in user
+    assert "hello.py" in user
+    assert 'return "hello"' in user
+    assert "line 2" in user
 
 
 async def test_a_second_ask_on_a_busy_session_is_refused(
@@ -416,7 +428,8 @@ async def test_cancel_from_the_progress_closes_the_model_stream(
     running = asyncio.create_task(editor.command("lspAgent.ask", {"prompt": "x"}, token=token))
     await editor.wait_for_event("text")
     begin = editor.progress(token)[0]
-    assert isinstance(begin, types.WorkDoneProgressBegin) and begin.cancellable
+    assert isinstance(begin, types.WorkDoneProgressBegin)
+    assert begin.cancellable
 
     editor.client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=token))
 
@@ -437,7 +450,8 @@ async def test_a_session_is_resumed_by_a_fresh_server_from_its_transcript(
     async with launch("visual-studio-code", settings_for(model)) as second:
         listed = await second.command("lspAgent.sessions", {})
         assert [s.session for s in listed] == [result.session]
-        assert listed[0].title == "say it in Spanish" and listed[0].turns == 1
+        assert listed[0].title == "say it in Spanish"
+        assert listed[0].turns == 1
         again = await second.ask("what did I ask?", session=result.session)
         assert again.session == result.session
         sent = model.requests[-1]["messages"]
@@ -456,12 +470,15 @@ async def test_status_shows_settings_and_their_sources(
     async with launch("visual-studio-code", settings_for(model)) as editor:
         result = await editor.ask("hello")
         status = await editor.command("lspAgent.status", {})
-        assert status.model == "test-model" and status.provider == "openai"
+        assert status.model == "test-model"
+        assert status.provider == "openai"
         assert status.contextWindow == 128000
         assert status.settings.model.source == "editor"
         (session,) = status.sessions
-        assert session.session == result.session and session.turns == 1
-        assert session.running is False and session.contextTokens > 0
+        assert session.session == result.session
+        assert session.turns == 1
+        assert session.running is False
+        assert session.contextTokens > 0
         new = await editor.command("lspAgent.newSession", {})
         assert new.session != result.session
 
@@ -476,5 +493,6 @@ async def test_a_client_without_document_changes_gets_plain_changes(
 
         assert result.edits.applied == 1
         edit = editor.edits_seen[0].edit
-        assert edit.document_changes is None and edit.changes is not None
+        assert edit.document_changes is None
+        assert edit.changes is not None
         assert (launch.root / "hello.py").read_text() == 'def greet():\n    return "hey"\n'

@@ -72,12 +72,14 @@ async def test_both_agents_md_reach_the_system_prompt_and_a_change_waits_for_a_n
 
     first, second, third = model.requests
     prompt = system(first)
-    assert "Answer in British English." in prompt and "Run pytest before" in prompt
+    assert "Answer in British English." in prompt
+    assert "Run pytest before" in prompt
     assert prompt.index("British English") < prompt.index("Run pytest")  # the project's last
     assert "AGENTS.md changed" not in first["messages"][-1]["content"]
     assert system(second) == prompt  # the prefix stays cacheable
     assert "AGENTS.md changed since this session started" in second["messages"][-1]["content"]
-    assert "Never run pytest." in system(third) and "Run pytest before" not in system(third)
+    assert "Never run pytest." in system(third)
+    assert "Run pytest before" not in system(third)
     assert "AGENTS.md changed" not in third["messages"][-1]["content"]
 
 
@@ -89,15 +91,18 @@ async def test_a_tool_call_written_as_text_is_run_as_a_call(
 
     result = await editor.ask("what does greet return?")
 
-    assert result.status == "completed" and result.answer == "It returns hello."
+    assert result.status == "completed"
+    assert result.answer == "It returns hello."
     tool_message = model.requests[1]["messages"][-2]
-    assert tool_message["role"] == "tool" and 'return "hello"' in tool_message["content"]
+    assert tool_message["role"] == "tool"
+    assert 'return "hello"' in tool_message["content"]
     (assistant,) = [m for m in model.requests[1]["messages"] if m["role"] == "assistant"]
     assert assistant["tool_calls"][0]["function"]["name"] == "read_file"
     (event,) = [
         r for r in transcript_records(editor, result.session) if r.get("kind") == "text_tool_call"
     ]
-    assert event["name"] == "read_file" and event["text"] == written
+    assert event["name"] == "read_file"
+    assert event["text"] == written
     assert editor.events_of("tool")[0]["name"] == "read_file"
 
 
@@ -108,9 +113,11 @@ async def test_one_broken_imitation_is_corrected_and_the_turn_goes_on(
 
     result = await editor.ask("read hello.py")
 
-    assert result.status == "completed" and result.answer == "ok"
+    assert result.status == "completed"
+    assert result.answer == "ok"
     correction = model.requests[1]["messages"][-2]
-    assert correction["role"] == "user" and "tool calling interface" in correction["content"]
+    assert correction["role"] == "user"
+    assert "tool calling interface" in correction["content"]
 
 
 async def test_a_model_that_keeps_imitating_tool_calls_ends_the_turn_with_advice(
@@ -121,6 +128,8 @@ async def test_a_model_that_keeps_imitating_tool_calls_ends_the_turn_with_advice
 
     result = await editor.ask("read hello.py")
 
-    assert result.status == "failed" and len(model.requests) == 2
+    assert result.status == "failed"
+    assert len(model.requests) == 2
     assert result.error.startswith("test-model cannot call tools")
-    assert "--jinja" in result.error and "lspAgent.model" in result.error
+    assert "--jinja" in result.error
+    assert "lspAgent.model" in result.error

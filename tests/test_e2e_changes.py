@@ -75,10 +75,14 @@ async def test_a_file_the_user_changes_on_disk_between_turns_arrives_with_its_di
 
     block = note(model.requests[-1])
     assert "- hello.py: modified by the user" in block
-    assert '-    return "hello"' in block and '+    return "bonjour"' in block
-    assert note(model.requests[0]) == "" and note(model.requests[1]) == ""
+    assert '-    return "hello"' in block
+    assert '+    return "bonjour"' in block
+    assert note(model.requests[0]) == ""
+    assert note(model.requests[1]) == ""
     watched = (await editor.command("lspAgent.status", {})).changes
-    assert watched.watching == "inotify" and watched.mode == "git" and watched.watches >= 2
+    assert watched.watching == "inotify"
+    assert watched.mode == "git"
+    assert watched.watches >= 2
 
 
 async def test_typing_in_an_open_buffer_the_agent_knows_is_reported_unsaved(
@@ -195,7 +199,8 @@ async def test_the_user_types_elsewhere_between_plan_and_apply_and_the_edit_is_r
 
     result = await editor.ask("spell out line 2")
 
-    assert result.edits.applied == 1 and result.edits.rejected == 0
+    assert result.edits.applied == 1
+    assert result.edits.rejected == 0
     assert len(editor.edits_seen) == 2
     expected = TEN_LINES.replace("line 2\n", "line two\n") + "typed by the user\n"
     assert editor.buffers[editor.uri("lines.txt")].text == expected
@@ -305,5 +310,7 @@ async def test_outside_git_a_changed_file_is_reported_and_sandbox_scaffolding_is
     # The sandbox makes placeholder folders (.git, .vscode, ...) for the life of a command.
     assert all(note(request) == "" for request in model.requests[:3])
     block = note(model.requests[-1])
-    assert "- notes.txt: modified by the user" in block and "+TWO" in block
-    assert ".vscode" not in block and ".git" not in block
+    assert "- notes.txt: modified by the user" in block
+    assert "+TWO" in block
+    assert ".vscode" not in block
+    assert ".git" not in block

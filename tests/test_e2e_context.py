@@ -177,6 +177,7 @@ async def test_the_plan_the_model_writes_shows_in_the_next_request(
     first, second = model.requests
     assert "<todos>" not in first["messages"][-1]["content"]
     reminder = second["messages"][-1]["content"]
-    assert "<todos>" in reminder and "Fix the parser" in reminder
+    assert "<todos>" in reminder
+    assert "Fix the parser" in reminder
     assert "Plan updated" in second["messages"][-2]["content"]
     assert all("<todos>" not in json.dumps(m) for m in second["messages"][:-1]), "never stored"

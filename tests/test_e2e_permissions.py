@@ -66,7 +66,8 @@ async def test_the_user_allows_a_command_once_and_it_runs_in_the_sandbox(
     result = await editor.ask("make a file")
 
     assert result.status == "completed"
-    assert (workspace / "made.txt").exists() and (workspace / "again.txt").exists()
+    assert (workspace / "made.txt").exists()
+    assert (workspace / "again.txt").exists()
     assert len(editor.questions) == 2  # "Allow" is for this call only
     question = editor.questions[0]
     assert question.type == types.MessageType.Warning
@@ -75,9 +76,11 @@ async def test_the_user_allows_a_command_once_and_it_runs_in_the_sandbox(
     assert "touch made.txt" in question.message
     made, _ = tool_results(model)
     assert made.startswith("exit code 0")
-    assert '<untrusted source="bash">' in made and "made" in made
+    assert '<untrusted source="bash">' in made
+    assert "made" in made
     events = editor.events_of("permission")
-    assert events[0]["name"] == "bash" and events[0]["decision"] == "allow"
+    assert events[0]["name"] == "bash"
+    assert events[0]["decision"] == "allow"
 
 
 async def test_allow_for_this_session_is_not_asked_again_for_the_same_command(
@@ -113,9 +116,12 @@ async def test_the_user_denies_a_command_and_nothing_runs(
     assert result.status == "completed"
     assert not (workspace / "denied.txt").exists()
     (told,) = tool_results(model)
-    assert "not run" in told and "denied" in told and "Nothing ran" in told
+    assert "not run" in told
+    assert "denied" in told
+    assert "Nothing ran" in told
     event = editor.events_of("permission")[0]
-    assert event["name"] == "bash" and event["decision"] == "deny"
+    assert event["name"] == "bash"
+    assert event["decision"] == "deny"
     assert editor.events_of("toolResult")[0]["ok"] is False
 
 
@@ -130,7 +136,8 @@ async def test_a_dismissed_question_counts_as_deny(
     assert len(editor.questions) == 1
     assert not (workspace / "ignored.txt").exists()
     (told,) = tool_results(model)
-    assert "not run" in told and "nobody answered" in told
+    assert "not run" in told
+    assert "nobody answered" in told
     assert editor.events_of("permission")[0]["decision"] == "deny"
 
 
@@ -144,10 +151,13 @@ async def test_read_only_commands_run_without_a_question_and_network_tools_never
 
     assert editor.questions == []
     listing, curl = tool_results(model)
-    assert "hello.py" in listing and listing.startswith("exit code 0")
-    assert "refused by policy" in curl and "network" in curl
+    assert "hello.py" in listing
+    assert listing.startswith("exit code 0")
+    assert "refused by policy" in curl
+    assert "network" in curl
     event = editor.events_of("permission")[0]
-    assert event["decision"] == "deny" and event["asked"] is False
+    assert event["decision"] == "deny"
+    assert event["asked"] is False
 
 
 async def test_status_reports_the_sandbox_in_effect(editor: Editor) -> None:

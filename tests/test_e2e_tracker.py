@@ -66,4 +66,5 @@ async def test_a_link_planted_to_a_host_file_never_carries_its_text_to_the_model
     assert '+    return "changed"' in block
     assert all("host-only-secret" not in str(request) for request in model.requests)
     status = await editor.command("lspAgent.status", {})
-    assert status.changes.ready and status.changes.watching == "inotify"
+    assert status.changes.ready
+    assert status.changes.watching == "inotify"

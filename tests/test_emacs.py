@@ -323,7 +323,8 @@ def test_eglot_ask_runs_while_you_type_and_its_edit_is_told_as_applied(
     emacs.command("lsp-agent-ask", "anything new?")
     emacs.on_screen("Noted.")
     note = reminder(model.requests[-1])
-    assert "<file_changes>" in note and "NOTES.md" in note
+    assert "<file_changes>" in note
+    assert "NOTES.md" in note
     assert "hello.py" not in note
 
     emacs.keys("C-x", "C-s")
@@ -495,7 +496,8 @@ def test_eglot_typing_in_the_file_as_the_edit_arrives_keeps_both(
     expected = 'def greet():\n    return "hello, world"\n' + rest + "# mine"
     assert emacs.buffer("hello.py") == expected
     said = told(model, "edit_file")
-    assert "applied on top of their text" in said and "applied: hello.py" in said
+    assert "applied on top of their text" in said
+    assert "applied: hello.py" in said
 
 
 def test_a_blocking_ask_that_eglot_gives_up_on_goes_on_and_is_answered(

@@ -73,5 +73,6 @@ async def test_a_server_killed_mid_tool_is_resumed_by_a_new_one(
     assert (workspace / "notes.txt").read_text() == "keep me\n"
     assert "Wait for the build" in sent[-1]["content"], "the plan is rebuilt from the history"
     (entry,) = status.sessions
-    assert entry.turns == 3 and entry.contextTokens > 0
+    assert entry.turns == 3
+    assert entry.contextTokens > 0
     assert 0 <= entry.cachedShare <= 1, "the cached share of the last request is shown"

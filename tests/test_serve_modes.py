@@ -56,7 +56,8 @@ async def test_serve_over_tcp_answers_an_ask(
         result = await client.workspace_execute_command_async(
             types.ExecuteCommandParams(command="lspAgent.ask", arguments=[{"prompt": "hi"}])
         )
-        assert result["status"] == "completed" and result["answer"] == "over tcp"
+        assert result["status"] == "completed"
+        assert result["answer"] == "over tcp"
         await client.shutdown_session()
         await client.stop()
     finally:
@@ -82,7 +83,8 @@ async def test_changed_settings_apply_to_the_next_ask(
 async def test_settings_of_the_wrong_shape_get_a_warning_not_a_crash(launch: Launcher) -> None:
     async with launch("visual-studio-code", None) as editor:  # type: ignore[arg-type]
         status = await editor.command("lspAgent.status", {})
-        assert status.model is None and status.settings.model.source == "default"
+        assert status.model is None
+        assert status.settings.model.source == "default"
         assert any("must be an object" in m.message for m in editor.client.messages)
 
 

@@ -104,7 +104,8 @@ def test_an_edit_of_an_open_buffer_is_pinned_and_annotated_where_the_client_can(
     assert (text_edit.range.start.line, text_edit.range.end.line) == (1, 1)
     assert apply_lsp_edits(before, [text_edit], "utf-16") == "one\n2\nthree\n"
     if not CLIENTS[client].document_changes:
-        assert edit.document_changes is None and edit.change_annotations is None
+        assert edit.document_changes is None
+        assert edit.change_annotations is None
         assert type(text_edit) is types.TextEdit  # a bare client knows no version to check
         return
     assert edit.changes is None
@@ -119,7 +120,8 @@ def test_an_edit_of_an_open_buffer_is_pinned_and_annotated_where_the_client_can(
         assert annotation.label == "lsp-agent: edit"
         assert annotation.description == "what the agent changes"
     else:
-        assert type(text_edit) is types.TextEdit and edit.change_annotations is None
+        assert type(text_edit) is types.TextEdit
+        assert edit.change_annotations is None
 
 
 @pytest.mark.parametrize("client", CLIENTS)
