@@ -59,7 +59,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     # the longest unit then starts at once instead of last, alone on one worker.
     config.option.loadscopereorder = False
 
-    class ByFile(LoadFileScheduling):
+    class ByFile(LoadFileScheduling):  # type: ignore[misc]  # xdist is untyped: Any
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
             return "the real editors" if real_editor(path) else path
@@ -153,9 +153,10 @@ class Launcher:
 
     @asynccontextmanager
     async def __call__(
-        self, capabilities_name: str, settings: dict[str, Any]
+        self, capabilities_name: str, settings: dict[str, Any] | None
     ) -> AsyncIterator[Editor]:
-        """A server for the editor named (or "minimal": a bare client), stopped at the end."""
+        """A server for the editor named (or "minimal": a bare client), stopped at the end.
+        `settings` None: the editor sends `null` for them, a shape the server must survive."""
         started = await start_editor(
             self.root, capabilities_name, settings, state_dir=self.state_dir, home=self.home
         )

@@ -20,13 +20,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from lsprotocol import types
 from pytest_lsp import LanguageClient, client_capabilities
 from pytest_lsp.client import make_test_lsp_client
 
 _T = TypeVar("_T")
+_Handler = TypeVar("_Handler", bound=Callable[..., Any])
+
+
+def handles(client: LanguageClient, method: str) -> Callable[[_Handler], _Handler]:
+    """`@handles(client, method)`: what the client does when the server sends `method` (pygls's
+    `client.feature`, which is not annotated, so a handler it decorates would lose its types)."""
+    return cast("Callable[[_Handler], _Handler]", client.feature(method))
+
 
 Decision = Callable[[types.ApplyWorkspaceEditParams], "tuple[bool, str | None]"]
 
@@ -238,7 +246,7 @@ class Editor:
                 deletes.append(change.uri)
             elif isinstance(change, types.TextDocumentEdit):
                 planned.append(
-                    (change.text_document.uri, change.text_document.version, change.edits)
+                    (change.text_document.uri, change.text_document.version, list(change.edits))
                 )
             else:
                 return types.ApplyWorkspaceEditResult(applied=False, failure_reason="unsupported")
@@ -347,7 +355,7 @@ def server_env(state_dir: Path, home: Path) -> dict[str, str]:
 async def start_editor(
     root: Path,
     capabilities_name: str,
-    settings: dict[str, Any],
+    settings: dict[str, Any] | None,
     *,
     state_dir: Path,
     home: Path,
@@ -356,15 +364,15 @@ async def start_editor(
     client = make_test_lsp_client()
     editor = Editor(client, root, capabilities_name, state_dir=state_dir)
 
-    @client.feature(types.WORKSPACE_APPLY_EDIT)
+    @handles(client, types.WORKSPACE_APPLY_EDIT)
     def on_apply_edit(params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
         return editor.apply(params)
 
-    @client.feature("lspAgent/event")
+    @handles(client, "lspAgent/event")
     def on_event(params: Any) -> None:
         editor.receive_event(_plain(params))
 
-    @client.feature(types.WINDOW_SHOW_MESSAGE_REQUEST)
+    @handles(client, types.WINDOW_SHOW_MESSAGE_REQUEST)
     def on_question(params: types.ShowMessageRequestParams) -> types.MessageActionItem | None:
         editor.questions.append(params)
         title = editor.answer(params) if editor.answer is not None else None

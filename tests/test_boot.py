@@ -536,7 +536,7 @@ async def test_an_editor_on_the_fast_path_is_served_as_before(
         assert [s["session"] for s in status["sessions"]] == [created["session"]]
     finally:
         await client.shutdown_session()
-        await client.stop()  # type: ignore[no-untyped-call]
+        await client.stop()
 
 
 def test_a_stray_print_while_the_server_loads_goes_to_stderr_not_to_the_editor(

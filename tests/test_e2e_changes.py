@@ -255,8 +255,10 @@ async def test_the_user_keeps_one_of_two_hunks_and_the_model_hears_which(
         for change in params.edit.document_changes or []:
             if isinstance(change, types.TextDocumentEdit):
                 change.edits = change.edits[:1]
-        for uri, text_edits in (params.edit.changes or {}).items():
-            params.edit.changes[uri] = text_edits[:1]
+        if params.edit.changes is not None:
+            params.edit.changes = {
+                uri: list(text_edits[:1]) for uri, text_edits in params.edit.changes.items()
+            }
         return apply_all(params)
 
     editor.apply = untick_the_second_hunk  # type: ignore[method-assign]

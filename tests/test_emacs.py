@@ -31,6 +31,7 @@ import pytest
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
+from tests.editor import handles
 from tests.fake_model import ScriptedModel, reply, tool_call
 from tests.test_neovim_typing import held_until
 from tests.test_plain_lsp import command, plain
@@ -446,7 +447,7 @@ async def test_an_edit_quit_in_newer_eglot_is_told_as_the_users_rejection(
     )
     client = await plain([workspace], model, state_dir, home, capabilities)
 
-    @client.feature(types.WORKSPACE_APPLY_EDIT)
+    @handles(client, types.WORKSPACE_APPLY_EDIT)
     def quit_at_the_prompt(params: types.ApplyWorkspaceEditParams) -> None:
         raise JsonRpcException(
             code=32000,

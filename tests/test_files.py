@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -336,8 +337,8 @@ async def test_a_cancelled_search_leaves_no_rg_running(
     started: list[asyncio.subprocess.Process] = []
     real_exec = asyncio.create_subprocess_exec
 
-    async def spy(*args: str, **kwargs: object) -> asyncio.subprocess.Process:
-        process = await real_exec(*args, **kwargs)  # type: ignore[arg-type]
+    async def spy(*args: str, **kwargs: Any) -> asyncio.subprocess.Process:
+        process = await real_exec(*args, **kwargs)
         started.append(process)
         return process
 

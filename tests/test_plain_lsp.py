@@ -20,7 +20,7 @@ from pytest_lsp import LanguageClient, client_capabilities
 from pytest_lsp.client import make_test_lsp_client
 
 from tests.conftest import settings_for
-from tests.editor import server_env
+from tests.editor import handles, server_env
 from tests.fake_model import ScriptedModel, hang_after, reply, tool_call
 
 
@@ -169,7 +169,7 @@ async def test_a_client_that_did_not_ask_for_events_gets_none_but_sees_the_answe
 ) -> None:
     events: list[Any] = []
 
-    @helix.feature("lspAgent/event")
+    @handles(helix, "lspAgent/event")
     def on_event(params: Any) -> None:
         events.append(params)
 
@@ -189,7 +189,7 @@ async def test_a_command_that_needs_approval_is_denied_when_the_client_cannot_as
     # Helix answers window/showMessageRequest with "method not found"; the test client cannot
     # (pytest-lsp fails a test on it), so it dismisses the question: the server treats both the
     # same, as no answer (lsp/port.py's ask_user).
-    @helix.feature(types.WINDOW_SHOW_MESSAGE_REQUEST)
+    @handles(helix, types.WINDOW_SHOW_MESSAGE_REQUEST)
     def no_answer(params: types.ShowMessageRequestParams) -> None:
         return None
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lsp_agent.tools.rebase import rebase, split_lines
+from lsp_agent.text import split_lines
+from lsp_agent.tools.rebase import rebase
 
 FUNCTIONS = (
     "import os\n"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -17,7 +18,6 @@ import pytest
 
 from lsp_agent.context.cap import Spills
 from lsp_agent.errors import ToolError
-from lsp_agent.safety import sandbox as sandbox_module
 from lsp_agent.safety.limits import MAX_PROCESSES, cgroup_parent
 from lsp_agent.safety.protected import guards
 from lsp_agent.safety.sandbox import (
@@ -141,8 +141,8 @@ def test_the_probe_runs_a_real_sandbox_and_says_so() -> None:
 
 
 def test_without_bwrap_the_probe_says_none_and_why(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sandbox_module.platform, "system", lambda: "Linux")
-    monkeypatch.setattr(sandbox_module.shutil, "which", lambda name: None)
+    monkeypatch.setattr(platform, "system", lambda: "Linux")
+    monkeypatch.setattr(shutil, "which", lambda name: None)
     found = probe.__wrapped__()
     assert found.kind == "none"
     assert not found.sandboxed
@@ -159,8 +159,8 @@ def test_when_bwrap_cannot_make_namespaces_the_probe_says_so(
         "kernel does not allow non-privileged user namespaces' >&2\nexit 1\n"
     )
     fake.chmod(0o755)
-    monkeypatch.setattr(sandbox_module.platform, "system", lambda: "Linux")
-    monkeypatch.setattr(sandbox_module.shutil, "which", lambda name: str(fake))
+    monkeypatch.setattr(platform, "system", lambda: "Linux")
+    monkeypatch.setattr(shutil, "which", lambda name: str(fake))
     found = probe.__wrapped__()
     assert found.kind == "none"
     assert "user namespaces" in found.reason
@@ -168,7 +168,7 @@ def test_when_bwrap_cannot_make_namespaces_the_probe_says_so(
 
 
 def test_on_other_systems_there_is_no_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sandbox_module.platform, "system", lambda: "Windows")
+    monkeypatch.setattr(platform, "system", lambda: "Windows")
     found = probe.__wrapped__()
     assert found.kind == "none"
     assert "Windows" in found.reason

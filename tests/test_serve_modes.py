@@ -56,6 +56,7 @@ async def test_serve_over_tcp_answers_an_ask(
         result = await client.workspace_execute_command_async(
             types.ExecuteCommandParams(command="lspAgent.ask", arguments=[{"prompt": "hi"}])
         )
+        assert result is not None
         assert result["status"] == "completed"
         assert result["answer"] == "over tcp"
         await client.shutdown_session()
@@ -81,7 +82,7 @@ async def test_changed_settings_apply_to_the_next_ask(
 
 
 async def test_settings_of_the_wrong_shape_get_a_warning_not_a_crash(launch: Launcher) -> None:
-    async with launch("visual-studio-code", None) as editor:  # type: ignore[arg-type]
+    async with launch("visual-studio-code", None) as editor:
         status = await editor.command("lspAgent.status", {})
         assert status.model is None
         assert status.settings.model.source == "default"
@@ -106,6 +107,7 @@ async def test_serve_accepts_the_stdio_flag_language_clients_append(
     result = await client.workspace_execute_command_async(
         types.ExecuteCommandParams(command="lspAgent.ask", arguments=[{"prompt": "hi"}])
     )
+    assert result is not None
     assert result["answer"] == "over stdio"
     await client.shutdown_session()
     await client.stop()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lsp_agent.testing import MemoryPort
-from tests.fake_model import ScriptedModel, reply, tool_call
+from tests.fake_model import ScriptedModel, ToolCalls, reply, tool_call
 from tests.test_agent import make_agent, results
 
 SCAFFOLD = """\
@@ -26,7 +26,7 @@ def add_skill(workspace: Path) -> None:
     (folder / "SKILL.md").write_text(SCAFFOLD)
 
 
-def write_module() -> object:
+def write_module() -> ToolCalls:
     return tool_call("write_file", {"path": "new_module.py", "content": '"""New."""\n'})
 
 
