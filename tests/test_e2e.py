@@ -92,7 +92,7 @@ async def test_the_edit_is_minimal_and_annotated_as_the_client_supports(
     assert isinstance(document_edit, types.TextDocumentEdit)
     assert document_edit.text_document.version is None  # not open in the editor
     (text_edit,) = document_edit.edits
-    assert isinstance(text_edit, types.TextEdit)  # not a snippet
+    assert isinstance(text_edit, (types.TextEdit, types.AnnotatedTextEdit))  # not a snippet
     if editor.vscode:
         assert isinstance(text_edit, types.AnnotatedTextEdit)
         assert edit.change_annotations is not None
