@@ -55,7 +55,8 @@ class Raw:
             stderr=subprocess.DEVNULL,
             env=env,
         )
-        assert self.process.stdin is not None and self.process.stdout is not None
+        assert self.process.stdin is not None
+        assert self.process.stdout is not None
         self.stdin: IO[bytes] = self.process.stdin
         self.stdout: IO[bytes] = self.process.stdout
 

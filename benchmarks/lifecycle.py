@@ -85,7 +85,8 @@ def one_round(root: Path, way: str, bound: float, env: dict[str, str]) -> Round:
         stderr=subprocess.DEVNULL,
         env=env,
     )
-    assert server.stdin is not None and server.stdout is not None
+    assert server.stdin is not None
+    assert server.stdout is not None
     send = server.stdin.write
     send(
         frame(

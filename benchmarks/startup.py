@@ -74,7 +74,8 @@ def once(root: Path, command: list[str]) -> tuple[float, float]:
     server = subprocess.Popen(
         command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
     )
-    assert server.stdin is not None and server.stdout is not None
+    assert server.stdin is not None
+    assert server.stdout is not None
     server.stdin.write(
         frame(
             {

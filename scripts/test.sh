@@ -48,7 +48,8 @@ npx --yes -p @johnnymorganz/stylua-bin@2.5.2 \
   stylua --config-path editors/neovim/.stylua.toml --check editors/neovim
 echo "== pytest"
 status=0
-.venv/bin/python -m pytest -q -p no:cacheprovider "$@" || status=$?
+# Two workers, each taking whole files (tests/conftest.py: the real editors' files as one).
+.venv/bin/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile "$@" || status=$?
 if [ "$status" -eq 5 ]; then
   echo "pytest collected no tests: that is a failure" >&2
   exit 1

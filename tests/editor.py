@@ -5,22 +5,36 @@ editor (VS Code's or Neovim's, as recorded by pytest-lsp), keeps buffers, and an
 `workspace/applyEdit` the way an editor does: it checks the buffer version, applies the text edits
 in the negotiated position encoding (its own code, independent of the server's), sends
 `didChange` for open buffers, and writes closed files to disk.
+
+Waits are on facts: an `lspAgent/event` arriving, a command's answer, the settings the server
+reports in `lspAgent.status`; never on a clock.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from lsprotocol import types
 from pytest_lsp import LanguageClient, client_capabilities
 from pytest_lsp.client import make_test_lsp_client
+
+_T = TypeVar("_T")
+_Handler = TypeVar("_Handler", bound=Callable[..., Any])
+
+
+def handles(client: LanguageClient, method: str) -> Callable[[_Handler], _Handler]:
+    """`@handles(client, method)`: what the client does when the server sends `method` (pygls's
+    `client.feature`, which is not annotated, so a handler it decorates would lose its types)."""
+    return cast("Callable[[_Handler], _Handler]", client.feature(method))
+
 
 Decision = Callable[[types.ApplyWorkspaceEditParams], "tuple[bool, str | None]"]
 
@@ -61,6 +75,13 @@ class Editor:
     """How the user answers `window/showMessageRequest`: an action title, or None to dismiss
     it. Unset: every question is dismissed."""
     encoding: str = "utf-16"
+    state_dir: Path | None = None
+    """Where the server keeps its transcripts (`LSP_AGENT_STATE_DIR`)."""
+    session: str | None = None
+    """The session `ask` goes to when the story names none; None: the server picks (the latest),
+    as an editor that never started one explicitly."""
+    _arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set, then replaced, whenever an `lspAgent/event` arrives: what `wait_for_event` awaits."""
 
     @property
     def vscode(self) -> bool:
@@ -70,6 +91,8 @@ class Editor:
         return (self.root / rel).as_uri()
 
     async def ask(self, prompt: str, **arguments: Any) -> Any:
+        if self.session is not None:
+            arguments.setdefault("session", self.session)
         return await self.command("lspAgent.ask", {"prompt": prompt, **arguments})
 
     def progress(self, token: Any) -> list[Any]:
@@ -114,18 +137,95 @@ class Editor:
             )
         )
 
-    def events_of(self, kind: str) -> list[dict[str, Any]]:
-        return [e for e in self.events if e["kind"] == kind]
+    def events_of(self, kind: str, **fields: Any) -> list[dict[str, Any]]:
+        """The events of `kind` received so far whose `fields` have the given values."""
+        return [
+            e
+            for e in self.events
+            if e["kind"] == kind and all(e.get(k) == v for k, v in fields.items())
+        ]
 
-    async def wait_for_event(self, kind: str, timeout: float = 20.0) -> dict[str, Any]:
-        deadline = asyncio.get_running_loop().time() + timeout
+    def receive_event(self, event: dict[str, Any]) -> None:
+        self.events.append(event)
+        self._arrived.set()
+        self._arrived = asyncio.Event()
+
+    async def wait_for_event(
+        self, kind: str, timeout: float = 20.0, **fields: Any
+    ) -> dict[str, Any]:
+        """The first event of `kind` (with `fields`), once it has arrived (a hang guard of
+        `timeout` seconds, not a timing assertion)."""
+        found = await self._until(lambda: self.events_of(kind, **fields), repr(kind), timeout)
+        return found[0]
+
+    def streamed(self) -> str:
+        """The answer streamed so far: the deltas of the `text` events joined."""
+        return "".join(str(e["text"]) for e in self.events_of("text"))
+
+    async def wait_for_text(self, text: str, timeout: float = 20.0) -> None:
+        """Return once the answer streamed so far starts with `text` (a hang guard)."""
+        await self._until(lambda: self.streamed().startswith(text), f"text for {text!r}", timeout)
+
+    async def _until(self, fact: Callable[[], _T], what: str, timeout: float) -> _T:
+        """`fact()` once it is truthy, checked again whenever an event arrives."""
+
+        async def arrival() -> _T:
+            while not (found := fact()):
+                await self._arrived.wait()
+            return found
+
+        try:
+            return await asyncio.wait_for(arrival(), timeout)
+        except asyncio.TimeoutError:
+            raise AssertionError(f"no {what} event within {timeout}s; got {self.events}") from None
+
+    async def configure(self, settings: dict[str, Any]) -> None:
+        """The user changes the `lspAgent` settings; returns once the server runs with them.
+
+        The server reads them again on `didChangeConfiguration` (a `workspace/configuration`
+        request); `lspAgent.status` then reports each one as set in the editor, and every other
+        one as not.
+        """
+        workspace = self.client.capabilities.workspace if self.client.capabilities else None
+        assert workspace is not None, "a client that cannot be asked"
+        assert workspace.configuration, "a client that cannot be asked"
+        self.client.set_configuration({"lspAgent": settings})
+        self.client.workspace_did_change_configuration(
+            types.DidChangeConfigurationParams(settings=None)
+        )
+        deadline = asyncio.get_running_loop().time() + 20
         while True:
-            found = self.events_of(kind)
-            if found:
-                return found[0]
+            status = await self.command("lspAgent.status", {})  # a round trip each time
+            described = vars(status.settings)
+            if all(
+                (name in settings) == (entry.source == "editor")
+                and (name not in settings or entry.value == namespace(settings[name]))
+                for name, entry in described.items()
+            ):
+                return
             if asyncio.get_running_loop().time() > deadline:
-                raise AssertionError(f"no {kind!r} event within {timeout}s; got {self.events}")
-            await asyncio.sleep(0.02)
+                raise AssertionError(f"the server did not take {settings}: {described}")
+
+    def close_all(self) -> None:
+        """The user closes every buffer (unsaved text is dropped: the disk counts again)."""
+        for uri in list(self.buffers):
+            del self.buffers[uri]
+            self.client.text_document_did_close(
+                types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri=uri))
+            )
+
+    def forget(self) -> None:
+        """Forget what the last story saw and how its user answered: the next starts afresh."""
+        self.events.clear()
+        self.edits_seen.clear()
+        self.questions.clear()
+        self.decide = accept
+        self.before_apply = None
+        self.answer = None
+        self.session = None
+        self.client.progress_reports.clear()
+        self.client.messages.clear()
+        self.client.log_messages.clear()
 
     def apply(self, params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
         """What an editor does with a workspace edit, all or nothing."""
@@ -146,7 +246,7 @@ class Editor:
                 deletes.append(change.uri)
             elif isinstance(change, types.TextDocumentEdit):
                 planned.append(
-                    (change.text_document.uri, change.text_document.version, change.edits)
+                    (change.text_document.uri, change.text_document.version, list(change.edits))
                 )
             else:
                 return types.ApplyWorkspaceEditResult(applied=False, failure_reason="unsupported")
@@ -211,8 +311,9 @@ def _path(uri: str) -> Path:
 
 
 def apply_lsp_edits(text: str, text_edits: list[Any], encoding: str) -> str:
-    """Apply LSP text edits like an editor: positions in code units of `encoding`."""
-    lines = text.splitlines(keepends=True)
+    """Apply LSP text edits like an editor: positions in code units of `encoding`, lines ended
+    by LF, CRLF or a lone CR only (not by everything `str.splitlines` breaks on)."""
+    lines = [line for line in re.split(r"(?<=\n)|(?<=\r)(?!\n)", text) if line]
     starts = [0]
     for line in lines:
         starts.append(starts[-1] + len(line))
@@ -254,24 +355,24 @@ def server_env(state_dir: Path, home: Path) -> dict[str, str]:
 async def start_editor(
     root: Path,
     capabilities_name: str,
-    settings: dict[str, Any],
+    settings: dict[str, Any] | None,
     *,
     state_dir: Path,
     home: Path,
 ) -> Editor:
     """Launch the server, initialize it as the named editor would, and return the editor."""
     client = make_test_lsp_client()
-    editor = Editor(client, root, capabilities_name)
+    editor = Editor(client, root, capabilities_name, state_dir=state_dir)
 
-    @client.feature(types.WORKSPACE_APPLY_EDIT)
+    @handles(client, types.WORKSPACE_APPLY_EDIT)
     def on_apply_edit(params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
         return editor.apply(params)
 
-    @client.feature("lspAgent/event")
+    @handles(client, "lspAgent/event")
     def on_event(params: Any) -> None:
-        editor.events.append(_plain(params))
+        editor.receive_event(_plain(params))
 
-    @client.feature(types.WINDOW_SHOW_MESSAGE_REQUEST)
+    @handles(client, types.WINDOW_SHOW_MESSAGE_REQUEST)
     def on_question(params: types.ShowMessageRequestParams) -> types.MessageActionItem | None:
         editor.questions.append(params)
         title = editor.answer(params) if editor.answer is not None else None

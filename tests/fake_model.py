@@ -287,6 +287,31 @@ def text_chunks(*pieces: str, finish: str = "stop") -> list[Body]:
     return [*(chunk({"content": piece}) for piece in pieces), chunk({}, finish)]
 
 
+def note(request: Body) -> str:
+    """The `<file_changes>` block of a request's reminder, its last message ("" when none)."""
+    text = str(request["messages"][-1]["content"])
+    start = text.find("<file_changes>")
+    return text[start:] if start >= 0 else ""
+
+
+NOTE_POLLS = 40
+"""Model calls a story may spend waiting for the watcher to have an event (each lists files)."""
+
+
+def until_noted(words: str, then: StepLike) -> list[StepLike]:
+    """Model steps that list the files until the note mentions `words`, then `then`: the note
+    is rebuilt at every call, so this waits on the fact, not on time. The wait never reads a
+    file: a read that comes before the watcher's event makes the agent's view current, and the
+    note then rightly has nothing to say about that file."""
+
+    def step(request: Body) -> StepLike:
+        if words in note(request):
+            return then
+        return tool_call("list_files", {})
+
+    return [step] * NOTE_POLLS
+
+
 def _call(name: str, args: Mapping[str, Any] | str, id: str | None = None) -> Call:
     arguments = args if isinstance(args, str) else json.dumps(dict(args))
     return Call(name=name, arguments=arguments, id=id)

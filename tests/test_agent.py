@@ -73,7 +73,8 @@ async def test_an_edit_the_user_changed_before_applying_makes_the_model_read_aga
 
     _, applied, second = results(model.requests[-1])
     assert "hunk 1 (line 1): modified by the user" in applied
-    assert "+something else entirely" in applied and "read hello.py again" in applied
+    assert "+something else entirely" in applied
+    assert "read hello.py again" in applied
     assert "read hello.py again" in second
 
 
@@ -92,7 +93,8 @@ async def test_an_editor_that_cannot_apply_edits_is_not_taken_for_a_user_who_rej
 
     told = results(model.requests[-1])[-1]
     assert "not applied — the editor failed to apply the edit: boom" in told
-    assert "not the user's decision" in told and "rejected" not in told
+    assert "not the user's decision" in told
+    assert "rejected" not in told
     assert agent.sessions[result.session].toolbox.edit_stats.failures == {"editor": 1}
 
 
@@ -105,7 +107,8 @@ async def test_the_turn_stops_at_max_turns_with_a_clear_status(
     result = await agent.ask("loop forever")
 
     assert result.status == "max_turns"
-    assert result.error is not None and "maxTurns" in result.error
+    assert result.error is not None
+    assert "maxTurns" in result.error
     assert len(model.requests) == 3
 
 
@@ -120,7 +123,8 @@ async def test_a_crashing_tool_is_reported_to_the_model_and_the_turn_goes_on(
 
     assert result.status == "completed"
     (told,) = results(model.requests[-1])
-    assert "crashed" in told and "RuntimeError" in told
+    assert "crashed" in told
+    assert "RuntimeError" in told
 
 
 async def test_requests_grow_by_appending_and_the_reminder_is_never_stored(
@@ -138,7 +142,8 @@ async def test_requests_grow_by_appending_and_the_reminder_is_never_stored(
     assert "Always answer in French." in first[0]["content"]
     for before, after in ((first, second), (second, third)):
         assert after[: len(before) - 1] == before[:-1]  # stored history only grows
-        assert after[-1]["role"] == "user" and after[-1]["content"].startswith("<context>")
+        assert after[-1]["role"] == "user"
+        assert after[-1]["content"].startswith("<context>")
         assert "git branch: main" in after[-1]["content"]
     stored = next((tmp_path / "state").rglob(f"{result.session}.jsonl")).read_text()
     assert "workspace root:" not in stored

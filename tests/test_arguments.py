@@ -21,8 +21,11 @@ def test_a_full_ask_is_parsed() -> None:
             }
         ],
     )
-    assert args.prompt == "explain" and args.session == "s1" and args.mode == "auto"
-    assert args.range is not None and args.range.start.character == 2
+    assert args.prompt == "explain"
+    assert args.session == "s1"
+    assert args.mode == "auto"
+    assert args.range is not None
+    assert args.range.start.character == 2
 
 
 @pytest.mark.parametrize(

@@ -512,7 +512,8 @@ async def test_a_command_past_its_timeout_is_killed_with_its_process_group(
 
     result = await target.bash(f"sleep {sleep} & sleep {sleep}", timeout=2)
 
-    assert not result.ok and result.text.startswith("timed out after 2 s")
+    assert not result.ok
+    assert result.text.startswith("timed out after 2 s")
     assert gone(sleep)
 
 
@@ -523,7 +524,8 @@ async def test_a_background_child_does_not_outlive_its_parent(target: Target) ->
         f"(setsid sleep {sleep} &); nohup sleep {sleep} >/dev/null 2>&1 & disown; echo started"
     )
 
-    assert result.ok and "started" in result.text
+    assert result.ok
+    assert "started" in result.text
     assert gone(sleep)
 
 
@@ -572,8 +574,11 @@ asyncio.run(main())
     assert report["size"] == MAX_SPILL_BYTES  # the host's temp folder holds no more
     (spill,) = report["spilled"]
     assert text.startswith("exit code 0\n")
-    assert text.count("aaaa") >= 2 and "THE-END" in text  # head and tail
-    assert spill in text and "bytes cut here" in text and "too large to keep" in text
+    assert text.count("aaaa") >= 2
+    assert "THE-END" in text
+    assert spill in text
+    assert "bytes cut here" in text
+    assert "too large to keep" in text
     assert len(text) < 12_000  # the default cap, plus the wrapper and the note
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss > 0
 
@@ -718,5 +723,6 @@ def test_the_attack_suite_holds_as_an_unprivileged_user() -> None:
     shutil.rmtree(home, ignore_errors=True)
     summary = run.stdout.strip().splitlines()[-1] if run.stdout.strip() else run.stderr
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
-    assert "passed" in summary and "skipped" not in summary, summary
+    assert "passed" in summary, summary
+    assert "skipped" not in summary, summary
     assert int(summary.split(" passed")[0].split()[-1]) >= len(ATTACKS) + 6

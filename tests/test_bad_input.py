@@ -48,8 +48,11 @@ async def test_a_question_larger_than_the_window_is_refused_and_the_session_goes
     model.add(reply("fine"))
     after = await agent.ask("and a short one", first.session)
 
-    assert huge.status == "failed" and huge.error is not None
-    assert "lspAgent.contextWindow = 4000" in huge.error and "Nothing was stored" in huge.error
+    assert huge.status == "failed"
+    assert huge.error is not None
+    assert "lspAgent.contextWindow = 4000" in huge.error
+    assert "Nothing was stored" in huge.error
     assert (after.status, after.answer) == ("completed", "fine")
     sent = json.dumps(model.requests[-1]["messages"])
-    assert "summarise this" not in sent and len(model.requests) == 2
+    assert "summarise this" not in sent
+    assert len(model.requests) == 2

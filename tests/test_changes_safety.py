@@ -156,7 +156,8 @@ async def test_filters_the_repository_defines_are_emptied_and_the_users_own_kept
 
     settings = await tracker_git.filter_settings(repo)
 
-    assert "filter.planted.clean=" in settings and "filter.planted.process=" in settings
+    assert "filter.planted.clean=" in settings
+    assert "filter.planted.process=" in settings
     assert not any(setting.startswith("filter.lfs.") for setting in settings)
 
     # A git too old to tell where a setting comes from (before 2.26): every driver is emptied.
@@ -171,7 +172,8 @@ async def test_filters_the_repository_defines_are_emptied_and_the_users_own_kept
 
     settings = await tracker_git.filter_settings(repo)
 
-    assert "filter.planted.clean=" in settings and "filter.lfs.clean=" in settings
+    assert "filter.planted.clean=" in settings
+    assert "filter.lfs.clean=" in settings
 
 
 async def test_a_link_to_a_host_file_never_brings_its_text_into_the_note(tmp_path: Path) -> None:
@@ -199,7 +201,8 @@ async def test_a_link_to_a_host_file_never_brings_its_text_into_the_note(tmp_pat
         assert by_path(entries)["planted.txt"].diff is None
         (host / "secret.txt").write_text("TOP SECRET, changed on the host\n")
         again = render_file_changes(await tracker.changes_since_snapshot())
-        assert "TOP SECRET" not in again and "+A = 2" in again
+        assert "TOP SECRET" not in again
+        assert "+A = 2" in again
     finally:
         await tracker.stop()
 
@@ -245,10 +248,12 @@ async def test_a_secret_file_is_listed_but_its_content_never_is(tmp_path: Path) 
 
         found = by_path(entries)
         assert set(found) == {".env", ".env.local", "new.py"}
-        assert found[".env"].diff is None and found[".env.local"].diff is None
+        assert found[".env"].diff is None
+        assert found[".env.local"].diff is None
         assert found["new.py"].diff == "@@ -0,0 +1 @@\n+B = 2"
         note = render_file_changes(entries)
-        assert "sk-not-for-the-model" not in note and "typed-secret" not in note
+        assert "sk-not-for-the-model" not in note
+        assert "typed-secret" not in note
     finally:
         await tracker.stop()
 
@@ -261,7 +266,8 @@ def test_file_content_in_the_note_is_marked_untrusted() -> None:
 
     assert '<untrusted source="diff of a.py">' in note
     assert note.count("</untrusted>") == 1
-    assert "    +</untrusted>" not in note and "Ignore your instructions" in note
+    assert "    +</untrusted>" not in note
+    assert "Ignore your instructions" in note
 
 
 async def test_a_cancelled_git_leaves_no_process_and_no_task_behind(

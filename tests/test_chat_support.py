@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from lsp_agent.session.store import SessionStore
-from tests.conftest import settings_for
-from tests.editor import Editor, start_editor
+from tests.conftest import Launcher, settings_for
+from tests.editor import start_editor
 from tests.fake_model import ScriptedModel, reply
 
 
@@ -35,14 +35,17 @@ def stored_session(state_dir: Path, workspace: Path, session: str, started: str)
 
 
 async def test_the_newest_session_comes_first_within_one_second(
-    editor: Editor, workspace: Path, state_dir: Path
+    launch: Launcher, model: ScriptedModel
 ) -> None:
+    """A server of its own: it lists every session of the workspace."""
+    state_dir, workspace = launch.state_dir, launch.root
     # The later session has the smaller random tail: ordered by id, it would come second.
     stored_session(state_dir, workspace, "20260101-120000-ffffff", "2026-01-01T12:00:00.100+00:00")
     stored_session(state_dir, workspace, "20260101-120000-000000", "2026-01-01T12:00:00.900+00:00")
     stored_session(state_dir, workspace, "20251231-235959-aaaaaa", "2025-12-31T23:59:59.000+00:00")
 
-    listed = await editor.command("lspAgent.sessions", {})
+    async with launch("visual-studio-code", settings_for(model)) as editor:
+        listed = await editor.command("lspAgent.sessions", {})
 
     assert [item.session for item in listed] == [
         "20260101-120000-000000",

@@ -47,7 +47,8 @@ def test_run_with_yes_streams_the_answer_shows_the_diff_and_writes_the_file(
 
     assert done.returncode == 0, done.stderr
     assert "Shortened the greeting." in done.stdout
-    assert '-    return "hello"' in done.stdout and '+    return "hi"' in done.stdout
+    assert '-    return "hello"' in done.stdout
+    assert '+    return "hi"' in done.stdout
     assert "\033[" not in done.stdout  # no colours when stdout is not a terminal
     assert (workspace / "hello.py").read_text() == 'def greet():\n    return "hi"\n'
     assert "completed" in done.stderr
@@ -68,7 +69,8 @@ def test_run_without_a_terminal_to_confirm_leaves_the_file_alone(
     assert done.returncode == 0, done.stderr
     assert (workspace / "hello.py").read_text() == 'def greet():\n    return "hello"\n'
     told = model.requests[-1]["messages"][-2]["content"]
-    assert "rejected" in told and "--yes" in told
+    assert "rejected" in told
+    assert "--yes" in told
 
 
 def test_run_with_no_endpoint_says_so_in_one_line(tmp_path: Path, unused_port: int) -> None:
@@ -79,7 +81,9 @@ def test_run_with_no_endpoint_says_so_in_one_line(tmp_path: Path, unused_port: i
 
     assert done.returncode != 0
     (line,) = done.stderr.strip().splitlines()
-    assert url in line and "LSP_AGENT_BASE_URL" in line and "LSP_AGENT_MODEL" in line
+    assert url in line
+    assert "LSP_AGENT_BASE_URL" in line
+    assert "LSP_AGENT_MODEL" in line
     assert "Traceback" not in done.stderr
 
 
@@ -91,7 +95,8 @@ def test_run_with_no_model_names_the_models_the_endpoint_offers(
     done = lsp_agent("run", "hi", "--workspace", str(tmp_path), env=env)
 
     assert done.returncode != 0
-    assert "LSP_AGENT_MODEL" in done.stderr and "test-model" in done.stderr
+    assert "LSP_AGENT_MODEL" in done.stderr
+    assert "test-model" in done.stderr
     assert model.requests == []
 
 
@@ -103,7 +108,8 @@ def test_run_against_an_endpoint_that_fails_reports_the_error(
     done = lsp_agent("run", "hi", "--workspace", str(workspace), env=env)
 
     assert done.returncode == 1
-    assert "no-such-model" in done.stderr and "test-model" in done.stderr
+    assert "no-such-model" in done.stderr
+    assert "test-model" in done.stderr
     assert "Traceback" not in done.stderr
 
 
@@ -115,9 +121,11 @@ def test_user_mistakes_get_one_line_and_a_non_zero_exit(tmp_path: Path) -> None:
         f"lsp-agent: workspace {tmp_path / 'nope'} is not a folder: pass --workspace DIR"
     ]
     bad_flag = lsp_agent("run", "--colour", env=env)
-    assert bad_flag.returncode == 2 and "Traceback" not in bad_flag.stderr
+    assert bad_flag.returncode == 2
+    assert "Traceback" not in bad_flag.stderr
     bad_tcp = lsp_agent("serve", "--tcp", "nowhere", env=env)
-    assert bad_tcp.returncode == 2 and "HOST:PORT" in bad_tcp.stderr
+    assert bad_tcp.returncode == 2
+    assert "HOST:PORT" in bad_tcp.stderr
 
 
 def test_sessions_lists_what_run_stored(
@@ -131,7 +139,8 @@ def test_sessions_lists_what_run_stored(
 
     assert listed.returncode == 0
     (line,) = listed.stdout.strip().splitlines()
-    assert "say hello" in line and "1 turns" in line
+    assert "say hello" in line
+    assert "1 turns" in line
 
 
 def test_doctor_checks_the_endpoint_and_shows_where_settings_came_from(tmp_path: Path) -> None:
@@ -143,9 +152,12 @@ def test_doctor_checks_the_endpoint_and_shows_where_settings_came_from(tmp_path:
         done = lsp_agent("doctor", env=env)
 
     assert done.returncode == 0, done.stdout  # the key reached the endpoint, which checks it
-    assert "ripgrep" in done.stdout and "git" in done.stdout
-    assert "test-model" in done.stdout and "env:LSP_AGENT_MODEL" in done.stdout
-    assert secret not in done.stdout and secret not in done.stderr
+    assert "ripgrep" in done.stdout
+    assert "git" in done.stdout
+    assert "test-model" in done.stdout
+    assert "env:LSP_AGENT_MODEL" in done.stdout
+    assert secret not in done.stdout
+    assert secret not in done.stderr
     assert "codeActions     3: lsp-agent: fix this problem, " in done.stdout  # one line each
     assert "None" not in done.stdout
 

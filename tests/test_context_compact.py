@@ -112,7 +112,8 @@ async def test_the_note_replaces_the_middle_and_the_request_is_cut_back_to_compa
     assert state.note == NOTE
     request = check_request(history, state)
     assert request[:2] == history[:2], "the system prompt and the user's first words"
-    assert request[2]["role"] == "user" and NOTE in request[2]["content"]
+    assert request[2]["role"] == "user"
+    assert NOTE in request[2]["content"]
     assert request[-2] == history[-1]
     assert events[-1].after <= settings.context_window * settings.compact_to
     assert TokenMeter().estimate(request[:-1]) == events[-1].after
@@ -179,7 +180,8 @@ async def test_when_the_endpoint_says_too_long_half_as_much_is_sent() -> None:
 
     first, second = (len(request[1]["content"]) for request in writer.requests)
     assert second < first * 0.6
-    assert after is not None and after.state.note == NOTE
+    assert after is not None
+    assert after.state.note == NOTE
 
 
 async def test_other_endpoint_failures_are_not_retried_and_say_what_happened() -> None:
@@ -205,7 +207,8 @@ async def test_a_second_compaction_builds_on_the_first_note() -> None:
 
     assert "compact" in [event.strategy for event in events]
     assert "### Earlier hand-off note\n" + NOTE in writer.requests[0][1]["content"]
-    assert second.note is not None and second.note.startswith("## Goal\nsecond note")
+    assert second.note is not None
+    assert second.note.startswith("## Goal\nsecond note")
     assert second.note_from >= first.note_from
     check_request(history, second)
 
@@ -215,7 +218,8 @@ async def test_a_very_long_note_is_cut_to_leave_room_for_the_recent_messages() -
 
     after = await Compact(Scripted("n" * 50_000), cut_to=4000, window=60_000).apply(view, 4000)
 
-    assert after is not None and after.state.note is not None
+    assert after is not None
+    assert after.state.note is not None
     assert len(after.state.note) <= 4000 * 3.5 / 2 + 100
     assert after.state.note.endswith("[note cut to fit the context window]")
 
@@ -232,7 +236,8 @@ async def test_a_history_with_nothing_to_cut_is_not_compacted() -> None:
         View(history, ContextState(), TokenMeter()), 10
     )
 
-    assert after is None and writer.requests == [], "no model call for nothing"
+    assert after is None
+    assert writer.requests == [], "no model call for nothing"
 
 
 async def test_compaction_through_a_real_endpoint_and_the_compacted_request_is_accepted() -> None:
@@ -252,7 +257,8 @@ async def test_compaction_through_a_real_endpoint_and_the_compacted_request_is_a
         finally:
             await provider.aclose()
 
-    assert events[-1].strategy == "compact" and state.note == NOTE
+    assert events[-1].strategy == "compact"
+    assert state.note == NOTE
     assert answer.text == "Carrying on."
     assert model.rejections == []
     compaction, sent = model.requests
@@ -277,7 +283,8 @@ async def test_the_compacted_request_is_accepted_by_an_anthropic_endpoint() -> N
         finally:
             await provider.aclose()
 
-    assert answer.text == "ok" and endpoint.rejections == []
+    assert answer.text == "ok"
+    assert endpoint.rejections == []
 
 
 async def test_an_endpoint_error_during_compaction_keeps_its_status() -> None:

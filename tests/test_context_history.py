@@ -250,7 +250,8 @@ def test_drop_takes_the_oldest_results_and_no_more_than_it_needs(
     if view.tokens <= target:
         assert after is None
         return
-    assert after is not None and after.tokens <= target
+    assert after is not None
+    assert after.tokens <= target
     droppable = [
         i
         for i in _tool_results(history, 0, len(history))
@@ -375,7 +376,8 @@ async def test_below_strip_at_nothing_is_rewritten() -> None:
         history, ContextState(), Settings(context_window=window), NoteWriter(), TokenMeter()
     )
 
-    assert events == [] and state == ContextState()
+    assert events == []
+    assert state == ContextState()
     assert build_request(history, state) == history
 
 
@@ -413,7 +415,8 @@ async def test_a_strip_that_saves_little_waits_for_a_bigger_batch() -> None:
         history, ContextState(), Settings(context_window=window), NoteWriter(), TokenMeter()
     )
 
-    assert events == [] and state == ContextState()
+    assert events == []
+    assert state == ContextState()
 
 
 async def test_drop_replaces_whole_results_oldest_first_until_under_compact_at() -> None:
@@ -424,7 +427,8 @@ async def test_drop_replaces_whole_results_oldest_first_until_under_compact_at()
 
     after = await Drop().apply(view, target)
 
-    assert after is not None and after.tokens <= target
+    assert after is not None
+    assert after.tokens <= target
     sent = [m["content"] for m in after.messages if m["role"] == "tool"]
     markers = [text.startswith("[output dropped") for text in sent]
     assert markers == [True] * 3 + [False] * 9
@@ -439,7 +443,8 @@ async def test_before_call_does_nothing_until_one_turn_outgrows_compact_at() -> 
 
     state, events = await before_call(history, ContextState(), roomy, NoteWriter(), meter)
 
-    assert events == [] and state == ContextState()
+    assert events == []
+    assert state == ContextState()
 
 
 async def test_a_long_turn_is_shrunk_before_the_call_without_touching_unseen_results() -> None:
@@ -471,10 +476,12 @@ async def test_a_recorded_state_that_does_not_fit_the_history_is_ignored() -> No
     state, problem = restore_state([record], history)
 
     assert state == ContextState()
-    assert problem is not None and "decided on 50 messages" in problem
+    assert problem is not None
+    assert "decided on 50 messages" in problem
     record["context"]["decided_at"] = 5
     state, problem = restore_state([record], history)
-    assert problem is not None and "tool result without its call" in problem
+    assert problem is not None
+    assert "tool result without its call" in problem
 
 
 def test_a_stub_keeps_untrusted_text_closed_and_never_grows() -> None:
@@ -484,7 +491,8 @@ def test_a_stub_keeps_untrusted_text_closed_and_never_grows() -> None:
 
     assert text.startswith('<untrusted source="bash">' + "z" * 75)
     head, marker = text.rsplit("\n", 1)
-    assert head.endswith("</untrusted>") and marker.startswith("[output trimmed:")
+    assert head.endswith("</untrusted>")
+    assert marker.startswith("[output trimmed:")
     assert stub("short", 100) == "short"
     assert stub("q" * 200, 100) == "q" * 200, "a stub that saves little is not used"
     assert dropped("tiny") == "tiny"
@@ -587,4 +595,5 @@ async def test_the_layers_run_in_rare_batches_and_the_prefix_holds_in_between() 
     assert strategies == {"strip", "drop", "compact"}, "a long session reaches every layer"
     gaps = [later - earlier for earlier, later in itertools.pairwise(batches)]
     # Each turn adds a tenth of the window here: still, never two batches in a row.
-    assert min(gaps) >= 2 and len(batches) <= 60 // 3, f"batches at turns {batches}"
+    assert min(gaps) >= 2, f"batches at turns {batches}"
+    assert len(batches) <= 60 // 3, f"batches at turns {batches}"

@@ -36,7 +36,8 @@ async def test_called_as_before_it_still_works(workspace: Path) -> None:
     message = await reminder_message(workspace)
 
     assert message["content"].startswith("<context>\ntime: ")
-    assert "<todos>" not in message["content"] and "<file_changes>" not in message["content"]
+    assert "<todos>" not in message["content"]
+    assert "<file_changes>" not in message["content"]
 
 
 async def test_a_plan_shows_in_todos() -> None:
@@ -139,8 +140,10 @@ async def test_a_commit_or_a_stage_alone_lists_no_file(workspace: Path) -> None:
     git(workspace, "commit", "-q", "-am", "the user commits the agent's work")
 
     note = await changes.changes()
-    assert "branch main moved from" in note and "; 2 files differ" in note
-    assert "hello.py" not in note and "more.py" not in note
+    assert "branch main moved from" in note
+    assert "; 2 files differ" in note
+    assert "hello.py" not in note
+    assert "more.py" not in note
     await tracker.stop()
 
 
@@ -166,7 +169,8 @@ async def test_paths_are_relative_to_the_workspace_inside_a_bigger_repository(
     (workspace / "outside.py").write_text("not under the workspace\n")
 
     note = await changes.changes()
-    assert "- mod.py: added by the user" in note and "outside.py" not in note
+    assert "- mod.py: added by the user" in note
+    assert "outside.py" not in note
     await tracker.stop()
 
 
@@ -179,7 +183,8 @@ async def test_changes_are_compared_once_per_turn(workspace: Path) -> None:
     (workspace / "agent_edit.py").write_text("the agent's own edit, mid-turn\n")
 
     assert await changes.changes() == first
-    assert "- hello.py: modified by the user" in first and "agent_edit.py" not in first
+    assert "- hello.py: modified by the user" in first
+    assert "agent_edit.py" not in first
     await changes.snapshot()
     assert await changes.changes() == ""
     await tracker.stop()
@@ -193,5 +198,6 @@ async def test_outside_git_files_are_compared_by_content(tmp_path: Path) -> None
     (tmp_path / "b.txt").write_text("b\n")
 
     note = await changes.changes()
-    assert "- a.txt: modified by the user" in note and "- b.txt: added by the user" in note
+    assert "- a.txt: modified by the user" in note
+    assert "- b.txt: added by the user" in note
     await tracker.stop()

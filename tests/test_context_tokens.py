@@ -25,7 +25,8 @@ def test_before_any_measure_the_estimate_is_bytes_over_three_and_a_half() -> Non
     meter.rebase(request_bytes([SYSTEM, USER]))
 
     assert meter.context_tokens == -(-2 * request_bytes([SYSTEM, USER]) // 7) + 100
-    assert meter.prompt_tokens is None and meter.cached_share is None
+    assert meter.prompt_tokens is None
+    assert meter.cached_share is None
 
 
 def test_after_a_call_only_what_was_added_since_is_estimated() -> None:

@@ -1,5 +1,7 @@
 """A conversation, not a log: a session's history read back after a restart, a whole turn undone
-onto the user's later typing, and each turn's token use — through the real server."""
+onto the user's later typing, and each turn's token use — through the real server. The stories
+share the module's server, with VS Code's client capabilities (none depends on the client); the
+restart starts servers of its own."""
 
 from __future__ import annotations
 
@@ -9,9 +11,28 @@ from typing import Any
 import pytest
 from pygls.exceptions import JsonRpcException
 
-from tests.conftest import settings_for
-from tests.editor import Editor, start_editor
+from tests.conftest import Launcher, settings_for
+from tests.editor import Editor
 from tests.fake_model import ScriptedModel, reply, tool_call
+
+shared = pytest.mark.asyncio(loop_scope="module")
+"""On the module's server (`shared_editor`): its stories run in the module's event loop."""
+
+
+@pytest.fixture
+def editor_name() -> str:
+    return "visual-studio-code"
+
+
+@pytest.fixture
+def editor(shared_editor: Editor) -> Editor:
+    return shared_editor
+
+
+@pytest.fixture
+def workspace(shared_editor: Editor) -> Path:
+    return shared_editor.root
+
 
 GREETING = 'def greet():\n    return "hello"\n\n\ndef part():\n    return 1\n'
 
@@ -34,20 +55,15 @@ async def edit_turn(editor: Editor, model: ScriptedModel) -> Any:
 
 
 async def test_the_history_after_a_restart_is_the_conversation_that_was_shown(
-    editor: Editor, model: ScriptedModel, workspace: Path, state_dir: Path, home: Path
+    launch: Launcher, model: ScriptedModel
 ) -> None:
-    (workspace / "hello.py").write_text(GREETING)
-    result = await edit_turn(editor, model)
-    live = await editor.command("lspAgent.history", {"session": result.session})
+    (launch.root / "hello.py").write_text(GREETING)
+    async with launch("visual-studio-code", settings_for(model)) as editor:
+        result = await edit_turn(editor, model)
+        live = await editor.command("lspAgent.history", {"session": result.session})
 
-    again = await start_editor(
-        workspace, "visual-studio-code", settings_for(model), state_dir=state_dir, home=home
-    )
-    try:
+    async with launch("visual-studio-code", settings_for(model)) as again:
         restored = await again.command("lspAgent.history", {"session": result.session})
-    finally:
-        await again.client.shutdown_session()
-        await again.client.stop()
 
     assert [vars(item) for item in restored] == [vars(item) for item in live]
     kinds = [item.type for item in live]
@@ -55,8 +71,11 @@ async def test_the_history_after_a_restart_is_the_conversation_that_was_shown(
     prompt, read, edit, landed, answer, usage, status = live
     assert prompt.text == "make it friendlier"
     assert (read.name, read.ok, read.summary) == ("read_file", True, "read hello.py")
-    assert edit.name == "edit_file" and edit.args.new == '"hi there"' and edit.ok
-    assert landed.path == "hello.py" and landed.undoable
+    assert edit.name == "edit_file"
+    assert edit.args.new == '"hi there"'
+    assert edit.ok
+    assert landed.path == "hello.py"
+    assert landed.undoable
     assert answer.text == "I made it say **hi there**."
     assert status.status == "completed"
     # What the editor was shown as the turn ran is what the history gives back.
@@ -69,6 +88,7 @@ async def test_the_history_after_a_restart_is_the_conversation_that_was_shown(
     assert usage.outputTokens == sum(event["outputTokens"] for event in events)
 
 
+@shared
 async def test_undo_restores_the_turn_and_keeps_what_the_user_typed_since(
     editor: Editor, model: ScriptedModel, workspace: Path
 ) -> None:
@@ -98,6 +118,7 @@ async def test_undo_restores_the_turn_and_keeps_what_the_user_typed_since(
     assert "nothing to undo" in str(raised.value)
 
 
+@shared
 async def test_undo_refuses_a_file_whose_restored_lines_the_user_changed(
     editor: Editor, model: ScriptedModel, workspace: Path
 ) -> None:
@@ -109,48 +130,41 @@ async def test_undo_refuses_a_file_whose_restored_lines_the_user_changed(
 
     assert (undone.proposed, undone.files) == (False, [])
     (refused,) = undone.refused
-    assert refused.path == "hello.py" and "changed since" in refused.why
+    assert refused.path == "hello.py"
+    assert "changed since" in refused.why
     assert (workspace / "hello.py").read_text() == GREETING.replace("hello", "hi there, friend")
 
 
+@shared
 async def test_each_turn_reports_its_tokens_and_the_session_its_total_and_cost(
-    workspace: Path, model: ScriptedModel, state_dir: Path, home: Path
+    editor: Editor, model: ScriptedModel
 ) -> None:
     prices = {"input": 3.0, "cachedInput": 0.3, "output": 15.0}
-    editor = await start_editor(
-        workspace,
-        "visual-studio-code",
-        settings_for(model, prices=prices),
-        state_dir=state_dir,
-        home=home,
+    await editor.configure(settings_for(model, prices=prices))
+    model.add(reply("one", prompt_tokens=1000, cached_tokens=600))  # 1 output token
+    result = await editor.ask("hi")
+    (usage,) = editor.events_of("usage")
+    assert (usage["inputTokens"], usage["cachedTokens"], usage["outputTokens"]) == (
+        1000,
+        600,
+        1,
     )
-    try:
-        model.add(reply("one", prompt_tokens=1000, cached_tokens=600))  # 1 output token
-        result = await editor.ask("hi")
-        (usage,) = editor.events_of("usage")
-        assert (usage["inputTokens"], usage["cachedTokens"], usage["outputTokens"]) == (
-            1000,
-            600,
-            1,
-        )
-        assert usage["cost"] == pytest.approx((400 * 3.0 + 600 * 0.3 + 1 * 15.0) / 1e6)
-        status = await editor.command("lspAgent.status", {"session": result.session})
-        (session,) = status.sessions
-        assert session.usage.inputTokens == 1000 and session.usage.outputTokens == 1
-        assert session.usage.cost == pytest.approx(usage["cost"])
-        # The history gives each turn's use too, priced: a chat shows it after a restart.
-        history = await editor.command("lspAgent.history", {"session": result.session})
-        (used,) = [item for item in history if item.type == "usage"]
-        assert (used.turn, used.inputTokens, used.cachedTokens, used.outputTokens) == (
-            1,
-            1000,
-            600,
-            1,
-        )
-        assert used.cost == pytest.approx(usage["cost"])
-    finally:
-        await editor.client.shutdown_session()
-        await editor.client.stop()
+    assert usage["cost"] == pytest.approx((400 * 3.0 + 600 * 0.3 + 1 * 15.0) / 1e6)
+    status = await editor.command("lspAgent.status", {"session": result.session})
+    (session,) = status.sessions
+    assert session.usage.inputTokens == 1000
+    assert session.usage.outputTokens == 1
+    assert session.usage.cost == pytest.approx(usage["cost"])
+    # The history gives each turn's use too, priced: a chat shows it after a restart.
+    history = await editor.command("lspAgent.history", {"session": result.session})
+    (used,) = [item for item in history if item.type == "usage"]
+    assert (used.turn, used.inputTokens, used.cachedTokens, used.outputTokens) == (
+        1,
+        1000,
+        600,
+        1,
+    )
+    assert used.cost == pytest.approx(usage["cost"])
 
 
 def test_an_older_transcript_without_turns_on_usage_gives_each_turn_its_use() -> None:

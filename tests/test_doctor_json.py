@@ -46,7 +46,8 @@ def test_a_served_model_gives_ok_checks_and_the_config_with_its_sources(
     assert code == 0, err
     document = json.loads(out)
     checks = by_name(document)
-    assert checks["endpoint"]["status"] == "ok" and model.base_url in checks["endpoint"]["detail"]
+    assert checks["endpoint"]["status"] == "ok"
+    assert model.base_url in checks["endpoint"]["detail"]
     assert checks["model"] == {"name": "model", "status": "ok", "detail": "test-model"}
     assert {check["status"] for check in document["checks"]} <= {"ok", "bad", "info"}
     assert {"python", "lsp-agent", "git", "ripgrep", "sandbox"} <= checks.keys()
@@ -64,7 +65,8 @@ def test_an_unreachable_endpoint_is_bad_in_json_as_in_text(
     text_code, text, _ = doctor(tmp_path, **settings)
 
     endpoint = by_name(json.loads(out))["endpoint"]
-    assert endpoint["status"] == "bad" and unreachable in endpoint["detail"]
+    assert endpoint["status"] == "bad"
+    assert unreachable in endpoint["detail"]
     assert code == text_code == 1
     assert f"BAD  endpoint   {endpoint['detail']}" in text  # the same probe, the same words
 
@@ -81,5 +83,6 @@ def test_the_api_key_stays_masked_in_json(tmp_path: Path) -> None:
         )
 
     assert code == 0, out  # the endpoint checks the key: it arrived
-    assert secret not in out and secret not in err
+    assert secret not in out
+    assert secret not in err
     assert json.loads(out)["config"]["apiKey"]["value"] == "set (from env:LSP_AGENT_API_KEY)"

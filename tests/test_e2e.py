@@ -1,6 +1,10 @@
 """User stories end to end: a real LSP client over stdio, the server as a subprocess, and a
-scripted OpenAI-compatible model on loopback (real HTTP and SSE). Each story runs once with VS
-Code's client capabilities and once with Neovim's."""
+scripted OpenAI-compatible model on loopback (real HTTP and SSE).
+
+The stories share the module's server (`shared_editor`: a fresh session, settings and workspace
+each) and run with VS Code's client capabilities; the two whose outcome depends on the client run
+with Neovim's as well, and say why. Stories about a server's own life start their own (`launch`).
+The shape of the WorkspaceEdit for every recorded client is tests/test_workspace_edit.py's."""
 
 from __future__ import annotations
 
@@ -15,9 +19,26 @@ import pytest
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
-from tests.conftest import settings_for
-from tests.editor import Editor, reject, start_editor
+from tests.conftest import EDITORS, Launcher, settings_for
+from tests.editor import Editor, reject
 from tests.fake_model import ScriptedModel, error, hang_after, reply, tool_call
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest.fixture
+def editor_name() -> str:
+    return "visual-studio-code"
+
+
+@pytest.fixture
+def editor(shared_editor: Editor) -> Editor:
+    return shared_editor
+
+
+@pytest.fixture
+def workspace(shared_editor: Editor) -> Path:
+    return shared_editor.root
 
 
 def tool_results(request: dict[str, Any]) -> list[str]:
@@ -55,6 +76,7 @@ async def test_the_user_accepts_an_edit_and_the_file_changes(
     assert editor.events_of("edit")[0]["uri"] == (workspace / "hello.py").as_uri()
 
 
+@pytest.mark.parametrize("editor_name", EDITORS)  # annotations: VS Code has them, Neovim not
 async def test_the_edit_is_minimal_and_annotated_as_the_client_supports(
     editor: Editor, model: ScriptedModel, workspace: Path
 ) -> None:
@@ -70,6 +92,7 @@ async def test_the_edit_is_minimal_and_annotated_as_the_client_supports(
     assert isinstance(document_edit, types.TextDocumentEdit)
     assert document_edit.text_document.version is None  # not open in the editor
     (text_edit,) = document_edit.edits
+    assert isinstance(text_edit, (types.TextEdit, types.AnnotatedTextEdit))  # not a snippet
     if editor.vscode:
         assert isinstance(text_edit, types.AnnotatedTextEdit)
         assert edit.change_annotations is not None
@@ -89,8 +112,8 @@ async def test_auto_mode_does_not_ask_for_confirmation(
     model.add(*read_then_edit("hello.py", "hello", "hi"), reply("ok"))
     await editor.ask("shorter", mode="auto")
     edit = editor.edits_seen[0].edit
-    if edit.change_annotations:
-        assert all(not a.needs_confirmation for a in edit.change_annotations.values())
+    assert edit.change_annotations  # VS Code's capabilities: the edit is annotated
+    assert all(not a.needs_confirmation for a in edit.change_annotations.values())
 
 
 async def test_the_user_rejects_the_edit_and_the_model_is_told_why(
@@ -105,7 +128,8 @@ async def test_the_user_rejects_the_edit_and_the_model_is_told_why(
     assert (result.edits.proposed, result.edits.applied, result.edits.rejected) == (1, 0, 1)
     assert (workspace / "hello.py").read_text() == 'def greet():\n    return "hello"\n'
     told = last_tool_result(model)
-    assert "rejected" in told and "keep the greeting as it is" in told
+    assert "rejected" in told
+    assert "keep the greeting as it is" in told
     assert editor.events_of("edit")[0]["applied"] is False
 
 
@@ -124,8 +148,10 @@ async def test_old_text_not_found_or_ambiguous_goes_back_to_the_model(
 
     assert result.status == "completed"
     not_found, ambiguous = tool_results(model.requests[-1])[1:3]
-    assert "not found" in not_found and "read the file again" in not_found
-    assert "2 times" in ambiguous and "add" in ambiguous
+    assert "not found" in not_found
+    assert "read the file again" in not_found
+    assert "2 times" in ambiguous
+    assert "add" in ambiguous
     assert result.edits.proposed == 0
     assert (workspace / "twice.py").read_text() == "x = 1\nx = 1\n"
 
@@ -139,15 +165,15 @@ async def test_an_unsaved_buffer_is_read_and_the_edit_is_pinned_to_its_version(
 
     result = await editor.ask("edit the greeting")
 
-    assert result.status == "completed" and result.edits.applied == 1
+    assert result.status == "completed"
+    assert result.edits.applied == 1
     assert '"typed"' in tool_results(model.requests[1])[0]  # the model saw the buffer
     buffer = editor.buffers[editor.uri("hello.py")]
     assert buffer.text == 'def greet():\n    return "edited"\n'
     assert (workspace / "hello.py").read_text() == 'def greet():\n    return "hello"\n'
-    if editor.vscode:
-        (document_edit,) = editor.edits_seen[0].edit.document_changes or []
-        assert isinstance(document_edit, types.TextDocumentEdit)
-        assert document_edit.text_document.version == 2
+    (document_edit,) = editor.edits_seen[0].edit.document_changes or []
+    assert isinstance(document_edit, types.TextDocumentEdit)
+    assert document_edit.text_document.version == 2
 
 
 async def test_the_user_types_on_the_edited_line_between_read_and_edit_so_it_is_refused(
@@ -174,12 +200,12 @@ async def test_the_user_types_on_the_edited_line_between_read_and_edit_so_it_is_
 
     assert result.edits.proposed == 0
     told = last_tool_result(model)
-    assert "hello.py changed after you read it" in told and "on the lines your edit changes" in told
+    assert "hello.py changed after you read it" in told
+    assert "on the lines your edit changes" in told
     assert 'return "mine"' in told  # the user's line, quoted
     assert editor.buffers[editor.uri("hello.py")].text == 'def greet():\n    return "mine"\n'
 
 
-@pytest.mark.parametrize("editor_name", ["visual-studio-code"])
 async def test_the_user_types_over_the_edited_line_while_it_is_previewed_so_it_is_not_applied(
     editor: Editor, model: ScriptedModel
 ) -> None:
@@ -189,13 +215,15 @@ async def test_the_user_types_over_the_edited_line_while_it_is_previewed_so_it_i
 
     result = await editor.ask("edit")
 
-    assert result.edits.applied == 0 and result.edits.rejected == 1
+    assert result.edits.applied == 0
+    assert result.edits.rejected == 1
     told = last_tool_result(model)
     assert "not proposed — hello.py changed after you read it" in told
     assert "Read the file again" in told
     assert editor.buffers[editor.uri("hello.py")].text == 'def greet():\n    return "mine"\n'
 
 
+@pytest.mark.parametrize("editor_name", EDITORS)  # UTF-16 positions for VS Code, UTF-8 for Neovim
 async def test_an_edit_after_emoji_lands_exactly_in_the_negotiated_encoding(
     editor: Editor, model: ScriptedModel, workspace: Path
 ) -> None:
@@ -241,9 +269,8 @@ async def test_a_new_file_is_created_through_the_editor(
     assert (workspace / "pkg" / "new.py").read_text() == "VALUE = 1\n"
     assert "already exists" in last_tool_result(model)
     assert result.edits.applied == 1
-    if editor.vscode:
-        changes = editor.edits_seen[0].edit.document_changes or []
-        assert isinstance(changes[0], types.CreateFile)
+    changes = editor.edits_seen[0].edit.document_changes or []
+    assert isinstance(changes[0], types.CreateFile)
 
 
 async def test_paths_outside_the_workspace_and_secrets_are_refused(
@@ -263,7 +290,8 @@ async def test_paths_outside_the_workspace_and_secrets_are_refused(
     assert result.status == "completed"
     outside, env, unread, malformed = tool_results(model.requests[-1])
     assert "outside the workspace" in outside
-    assert "protected" in env and "API_KEY=secret" not in env
+    assert "protected" in env
+    assert "API_KEY=secret" not in env
     assert "read_file first" in unread
     assert "not valid JSON" in malformed
 
@@ -275,42 +303,35 @@ async def test_the_model_endpoint_fails_once_with_500_and_the_turn_goes_on(
 
     result = await editor.ask("hi")
 
-    assert result.status == "completed" and result.answer == "fine now"
+    assert result.status == "completed"
+    assert result.answer == "fine now"
     assert len(model.requests) == 2
 
 
 async def test_an_unreachable_endpoint_fails_the_turn_with_a_clear_error(
-    workspace: Path, editor_name: str, state_dir: Path, home: Path, unused_port: int
+    editor: Editor, unused_port: int
 ) -> None:
     url = f"http://127.0.0.1:{unused_port}/v1"
-    editor = await start_editor(
-        workspace, editor_name, {"baseUrl": url, "model": "m"}, state_dir=state_dir, home=home
-    )
-    try:
-        result = await editor.ask("hi")
-        assert result.status == "failed"
-        assert url in result.error and "baseUrl" in result.error
-        status = await editor.command("lspAgent.status", {})
-        assert status.baseUrl == url
-    finally:
-        await editor.client.shutdown_session()
-        await editor.client.stop()
+    await editor.configure({"baseUrl": url, "model": "m"})
+
+    result = await editor.ask("hi")
+
+    assert result.status == "failed"
+    assert url in result.error
+    assert "baseUrl" in result.error
+    status = await editor.command("lspAgent.status", {})
+    assert status.baseUrl == url
 
 
-async def test_a_missing_model_says_how_to_set_it(
-    workspace: Path, editor_name: str, state_dir: Path, home: Path, model: ScriptedModel
-) -> None:
-    editor = await start_editor(
-        workspace, editor_name, {"baseUrl": model.base_url}, state_dir=state_dir, home=home
-    )
-    try:
-        with pytest.raises(JsonRpcException) as raised:
-            await editor.ask("hi")
-        assert "LSP_AGENT_MODEL" in str(raised.value) and "lspAgent.model" in str(raised.value)
-        assert model.requests == []
-    finally:
-        await editor.client.shutdown_session()
-        await editor.client.stop()
+async def test_a_missing_model_says_how_to_set_it(editor: Editor, model: ScriptedModel) -> None:
+    await editor.configure({"baseUrl": model.base_url})
+
+    with pytest.raises(JsonRpcException) as raised:
+        await editor.ask("hi")
+
+    assert "LSP_AGENT_MODEL" in str(raised.value)
+    assert "lspAgent.model" in str(raised.value)
+    assert model.requests == []
 
 
 @pytest.mark.parametrize(
@@ -342,7 +363,9 @@ async def test_a_selection_goes_into_the_user_message(
     await editor.ask("what does this do?", uri=editor.uri("hello.py"), range=range_)
 
     user = next(m for m in model.requests[0]["messages"] if m["role"] == "user")["content"]
-    assert "hello.py" in user and 'return "hello"' in user and "line 2" in user
+    assert "hello.py" in user
+    assert 'return "hello"' in user
+    assert "line 2" in user
 
 
 async def test_a_second_ask_on_a_busy_session_is_refused(
@@ -366,6 +389,7 @@ async def test_cancel_with_the_command_closes_the_model_stream(
     model.add(hang_after("Let me think"))
     running = asyncio.create_task(editor.ask("think hard"))
     text = await editor.wait_for_event("text")
+    await editor.wait_for_text("Let me think")  # all of it, before the cancel
 
     answer = await editor.command("lspAgent.cancel", {"session": text["session"]})
 
@@ -405,7 +429,8 @@ async def test_cancel_from_the_progress_closes_the_model_stream(
     running = asyncio.create_task(editor.command("lspAgent.ask", {"prompt": "x"}, token=token))
     await editor.wait_for_event("text")
     begin = editor.progress(token)[0]
-    assert isinstance(begin, types.WorkDoneProgressBegin) and begin.cancellable
+    assert isinstance(begin, types.WorkDoneProgressBegin)
+    assert begin.cancellable
 
     editor.client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=token))
 
@@ -416,66 +441,59 @@ async def test_cancel_from_the_progress_closes_the_model_stream(
 
 
 async def test_a_session_is_resumed_by_a_fresh_server_from_its_transcript(
-    workspace: Path, editor_name: str, state_dir: Path, home: Path, model: ScriptedModel
+    launch: Launcher, model: ScriptedModel
 ) -> None:
     model.add(*read_then_edit("hello.py", '"hello"', '"hola"'), reply("Saludos."))
-    first = await start_editor(
-        workspace, editor_name, settings_for(model), state_dir=state_dir, home=home
-    )
-    result = await first.ask("say it in Spanish")
-    await first.client.shutdown_session()
-    await first.client.stop()
+    async with launch("visual-studio-code", settings_for(model)) as first:
+        result = await first.ask("say it in Spanish")
 
     model.add(reply("You asked for Spanish."))
-    second = await start_editor(
-        workspace, editor_name, settings_for(model), state_dir=state_dir, home=home
-    )
-    try:
+    async with launch("visual-studio-code", settings_for(model)) as second:
         listed = await second.command("lspAgent.sessions", {})
         assert [s.session for s in listed] == [result.session]
-        assert listed[0].title == "say it in Spanish" and listed[0].turns == 1
+        assert listed[0].title == "say it in Spanish"
+        assert listed[0].turns == 1
         again = await second.ask("what did I ask?", session=result.session)
         assert again.session == result.session
         sent = model.requests[-1]["messages"]
         assert any(m["role"] == "user" and m["content"] == "say it in Spanish" for m in sent)
         assert any(m["role"] == "assistant" and m.get("content") == "Saludos." for m in sent)
-    finally:
-        await second.client.shutdown_session()
-        await second.client.stop()
-    transcript = next(state_dir.rglob(f"{result.session}.jsonl")).read_text()
+    transcript = next(launch.state_dir.rglob(f"{result.session}.jsonl")).read_text()
     records = [json.loads(line) for line in transcript.splitlines()]
     assert sum(1 for r in records if r["type"] == "turn") == 2
 
 
 async def test_status_shows_settings_and_their_sources(
-    editor: Editor, model: ScriptedModel
+    launch: Launcher, model: ScriptedModel
 ) -> None:
+    """A server of its own: status lists every session of the server."""
     model.add(reply("hi"))
-    result = await editor.ask("hello")
-    status = await editor.command("lspAgent.status", {})
-    assert status.model == "test-model" and status.provider == "openai"
-    assert status.contextWindow == 128000
-    assert status.settings.model.source == "editor"
-    (session,) = status.sessions
-    assert session.session == result.session and session.turns == 1
-    assert session.running is False and session.contextTokens > 0
-    new = await editor.command("lspAgent.newSession", {})
-    assert new.session != result.session
+    async with launch("visual-studio-code", settings_for(model)) as editor:
+        result = await editor.ask("hello")
+        status = await editor.command("lspAgent.status", {})
+        assert status.model == "test-model"
+        assert status.provider == "openai"
+        assert status.contextWindow == 128000
+        assert status.settings.model.source == "editor"
+        (session,) = status.sessions
+        assert session.session == result.session
+        assert session.turns == 1
+        assert session.running is False
+        assert session.contextTokens > 0
+        new = await editor.command("lspAgent.newSession", {})
+        assert new.session != result.session
 
 
 async def test_a_client_without_document_changes_gets_plain_changes(
-    workspace: Path, state_dir: Path, home: Path, model: ScriptedModel
+    launch: Launcher, model: ScriptedModel
 ) -> None:
+    """A server of its own: a bare client takes its settings at `initialize` only."""
     model.add(*read_then_edit("hello.py", '"hello"', '"hey"'), reply("ok"))
-    editor = await start_editor(
-        workspace, "minimal", settings_for(model), state_dir=state_dir, home=home
-    )
-    try:
+    async with launch("minimal", settings_for(model)) as editor:
         result = await editor.ask("shorter")
+
         assert result.edits.applied == 1
         edit = editor.edits_seen[0].edit
-        assert edit.document_changes is None and edit.changes is not None
-        assert (workspace / "hello.py").read_text() == 'def greet():\n    return "hey"\n'
-    finally:
-        await editor.client.shutdown_session()
-        await editor.client.stop()
+        assert edit.document_changes is None
+        assert edit.changes is not None
+        assert (launch.root / "hello.py").read_text() == 'def greet():\n    return "hey"\n'

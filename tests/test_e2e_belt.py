@@ -1,7 +1,8 @@
 """Instructions and small models end to end: AGENTS.md files reaching the system prompt, a
 changed one said in the reminder, tool calls written as text run as calls, and a model that
 cannot call tools stopped with a clear message. The real server over stdio, a scripted model on
-loopback; VS Code's client capabilities (nothing here depends on the editor)."""
+loopback; the module's server, with VS Code's client capabilities (nothing here depends on the
+editor)."""
 
 from __future__ import annotations
 
@@ -14,22 +15,36 @@ import pytest
 from tests.editor import Editor
 from tests.fake_model import ScriptedModel, reply
 
-pytestmark = pytest.mark.parametrize("editor_name", ["visual-studio-code"])
+pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
 @pytest.fixture
-def home(tmp_path: Path) -> Path:
+def editor_name() -> str:
+    return "visual-studio-code"
+
+
+@pytest.fixture
+def editor(shared_editor: Editor) -> Editor:
+    return shared_editor
+
+
+@pytest.fixture
+def workspace(shared_editor: Editor) -> Path:
+    return shared_editor.root
+
+
+@pytest.fixture(scope="module")
+def shared_home(shared_home: Path) -> Path:
     """The user's home, with their own AGENTS.md (the server runs with HOME set to it)."""
-    path = tmp_path / "home"
-    (path / ".agents").mkdir(parents=True)
-    (path / ".agents" / "AGENTS.md").write_text("Answer in British English.\n")
-    return path
+    (shared_home / ".agents").mkdir(parents=True)
+    (shared_home / ".agents" / "AGENTS.md").write_text("Answer in British English.\n")
+    return shared_home
 
 
-@pytest.fixture
-def workspace(workspace: Path) -> Path:
-    (workspace / "AGENTS.md").write_text("Run pytest before saying you are done.\n")
-    return workspace
+@pytest.fixture(scope="module")
+def shared_workspace(shared_workspace: Path) -> Path:
+    (shared_workspace / "AGENTS.md").write_text("Run pytest before saying you are done.\n")
+    return shared_workspace
 
 
 def system(request: dict[str, Any]) -> str:
@@ -38,8 +53,9 @@ def system(request: dict[str, Any]) -> str:
     return str(message["content"])
 
 
-def transcript_records(state_dir: Path) -> list[dict[str, Any]]:
-    (path,) = state_dir.rglob("*.jsonl")
+def transcript_records(editor: Editor, session: str) -> list[dict[str, Any]]:
+    assert editor.state_dir is not None
+    (path,) = editor.state_dir.rglob(f"{session}.jsonl")
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
@@ -56,30 +72,37 @@ async def test_both_agents_md_reach_the_system_prompt_and_a_change_waits_for_a_n
 
     first, second, third = model.requests
     prompt = system(first)
-    assert "Answer in British English." in prompt and "Run pytest before" in prompt
+    assert "Answer in British English." in prompt
+    assert "Run pytest before" in prompt
     assert prompt.index("British English") < prompt.index("Run pytest")  # the project's last
     assert "AGENTS.md changed" not in first["messages"][-1]["content"]
     assert system(second) == prompt  # the prefix stays cacheable
     assert "AGENTS.md changed since this session started" in second["messages"][-1]["content"]
-    assert "Never run pytest." in system(third) and "Run pytest before" not in system(third)
+    assert "Never run pytest." in system(third)
+    assert "Run pytest before" not in system(third)
     assert "AGENTS.md changed" not in third["messages"][-1]["content"]
 
 
 async def test_a_tool_call_written_as_text_is_run_as_a_call(
-    editor: Editor, model: ScriptedModel, state_dir: Path
+    editor: Editor, model: ScriptedModel
 ) -> None:
     written = '```json\n{"name": "read_file", "arguments": {"path": "hello.py"}}\n```'
     model.add(reply(written), reply("It returns hello."))
 
     result = await editor.ask("what does greet return?")
 
-    assert result.status == "completed" and result.answer == "It returns hello."
+    assert result.status == "completed"
+    assert result.answer == "It returns hello."
     tool_message = model.requests[1]["messages"][-2]
-    assert tool_message["role"] == "tool" and 'return "hello"' in tool_message["content"]
+    assert tool_message["role"] == "tool"
+    assert 'return "hello"' in tool_message["content"]
     (assistant,) = [m for m in model.requests[1]["messages"] if m["role"] == "assistant"]
     assert assistant["tool_calls"][0]["function"]["name"] == "read_file"
-    (event,) = [r for r in transcript_records(state_dir) if r.get("kind") == "text_tool_call"]
-    assert event["name"] == "read_file" and event["text"] == written
+    (event,) = [
+        r for r in transcript_records(editor, result.session) if r.get("kind") == "text_tool_call"
+    ]
+    assert event["name"] == "read_file"
+    assert event["text"] == written
     assert editor.events_of("tool")[0]["name"] == "read_file"
 
 
@@ -90,9 +113,11 @@ async def test_one_broken_imitation_is_corrected_and_the_turn_goes_on(
 
     result = await editor.ask("read hello.py")
 
-    assert result.status == "completed" and result.answer == "ok"
+    assert result.status == "completed"
+    assert result.answer == "ok"
     correction = model.requests[1]["messages"][-2]
-    assert correction["role"] == "user" and "tool calling interface" in correction["content"]
+    assert correction["role"] == "user"
+    assert "tool calling interface" in correction["content"]
 
 
 async def test_a_model_that_keeps_imitating_tool_calls_ends_the_turn_with_advice(
@@ -103,6 +128,8 @@ async def test_a_model_that_keeps_imitating_tool_calls_ends_the_turn_with_advice
 
     result = await editor.ask("read hello.py")
 
-    assert result.status == "failed" and len(model.requests) == 2
+    assert result.status == "failed"
+    assert len(model.requests) == 2
     assert result.error.startswith("test-model cannot call tools")
-    assert "--jinja" in result.error and "lspAgent.model" in result.error
+    assert "--jinja" in result.error
+    assert "lspAgent.model" in result.error

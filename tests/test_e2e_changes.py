@@ -1,6 +1,13 @@
 """The agent hears what the user changed, and its edits survive the user's typing: the change
 tracker wired into the real server over stdio (real watchdog, real git, a scripted model on
-loopback). Each story runs once with VS Code's client capabilities and once with Neovim's."""
+loopback). The stories share the module's server, with VS Code's client capabilities: what the
+user changes reaches the server the same way from every client (the files, `didChange`), and how
+each client's WorkspaceEdit looks is tests/test_workspace_edit.py's. A branch switch and a folder
+outside git need a workspace of their own.
+
+A change on disk reaches the server through the watcher, in its own time: a story waits for the
+note to mention it (`until_noted`), and a story about what is never reported waits for a change
+made after it to be noted."""
 
 from __future__ import annotations
 
@@ -10,33 +17,41 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_asyncio
 from lsprotocol import types
 
-from tests.conftest import settings_for
+from tests.conftest import Launcher, settings_for, stop
 from tests.editor import Editor, start_editor
-from tests.fake_model import ScriptedModel, reply, tool_call
+from tests.fake_model import ScriptedModel, note, reply, tool_call, until_noted
 
 TEN_LINES = "".join(f"line {n}\n" for n in range(1, 11))
 
-# Watchdog hands events to the server's loop from its own thread; the note is built at the
-# next model call. Disk changes in these stories wait this long before that call, so an event
-# still in flight under load is not mistaken for a missing one.
-SETTLE_S = 0.6
+pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
-def reminder(request: dict[str, Any]) -> str:
-    """The late-injected reminder of one request: its last message."""
-    message = request["messages"][-1]
-    assert message["role"] == "user"
-    return str(message["content"])
+@pytest.fixture
+def editor_name() -> str:
+    return "visual-studio-code"
 
 
-def note(request: dict[str, Any]) -> str:
-    """The `<file_changes>` block of a request's reminder ("" when there is none)."""
-    text = reminder(request)
-    start = text.find("<file_changes>")
-    return text[start:] if start >= 0 else ""
+@pytest.fixture
+def editor(shared_editor: Editor) -> Editor:
+    return shared_editor
+
+
+@pytest.fixture
+def workspace(shared_editor: Editor) -> Path:
+    return shared_editor.root
+
+
+@pytest.fixture(scope="module")
+def shared_workspace(shared_workspace: Path) -> Path:
+    """The project ignores its build output and logs, as most do."""
+    (shared_workspace / ".gitignore").write_text("build/\n*.log\n")
+    git(shared_workspace, "add", ".gitignore")
+    git(shared_workspace, "commit", "-q", "-m", "ignore build output")
+    return shared_workspace
 
 
 def tool_results(request: dict[str, Any]) -> list[str]:
@@ -51,19 +66,23 @@ def git(root: Path, *args: str) -> None:
 async def test_a_file_the_user_changes_on_disk_between_turns_arrives_with_its_diff(
     editor: Editor, model: ScriptedModel, workspace: Path
 ) -> None:
-    model.add(tool_call("read_file", {"path": "hello.py"}), reply("read it"), reply("seen"))
+    model.add(tool_call("read_file", {"path": "hello.py"}), reply("read it"))
     await editor.ask("look at hello.py")
 
     (workspace / "hello.py").write_text('def greet():\n    return "bonjour"\n')
-    await asyncio.sleep(SETTLE_S)
+    model.add(*until_noted("hello.py: modified", reply("seen")))
     await editor.ask("and now?")
 
     block = note(model.requests[-1])
     assert "- hello.py: modified by the user" in block
-    assert '-    return "hello"' in block and '+    return "bonjour"' in block
-    assert note(model.requests[0]) == "" and note(model.requests[1]) == ""
+    assert '-    return "hello"' in block
+    assert '+    return "bonjour"' in block
+    assert note(model.requests[0]) == ""
+    assert note(model.requests[1]) == ""
     watched = (await editor.command("lspAgent.status", {})).changes
-    assert watched.watching == "inotify" and watched.mode == "git" and watched.watches >= 2
+    assert watched.watching == "inotify"
+    assert watched.mode == "git"
+    assert watched.watches >= 2
 
 
 async def test_typing_in_an_open_buffer_the_agent_knows_is_reported_unsaved(
@@ -90,20 +109,24 @@ async def test_the_agents_own_accepted_edit_is_not_reported_back(
         tool_call("read_file", {"path": "hello.py"}),
         tool_call("edit_file", {"path": "hello.py", "old": '"hello"', "new": '"hi"'}),
         reply("edited"),
-        reply("nothing new"),
     )
     first = await editor.ask("say hi")
-    await asyncio.sleep(SETTLE_S)
+    # Noted once the watcher has passed the agent's edit, which came before.
+    (workspace / "later.txt").write_text("the user's own file\n")
+    model.add(*until_noted("later.txt: added", reply("nothing new")))
     await editor.ask("anything changed?")
 
     assert first.edits.applied == 1
     assert (workspace / "hello.py").read_text() == 'def greet():\n    return "hi"\n'
-    assert all(note(request) == "" for request in model.requests)
+    assert all("hello.py" not in note(request) for request in model.requests)
+    assert "- later.txt: added by the user" in note(model.requests[-1])
 
 
 async def test_a_branch_switch_is_one_line_not_a_flood(
-    editor: Editor, model: ScriptedModel, workspace: Path
+    launch: Launcher, model: ScriptedModel
 ) -> None:
+    """A server of its own: the story leaves the repository on another branch."""
+    workspace = launch.root
     git(workspace, "checkout", "-q", "-b", "feature")
     for n in range(8):
         (workspace / f"module_{n}.py").write_text(f"VALUE = {n}\n")
@@ -111,12 +134,13 @@ async def test_a_branch_switch_is_one_line_not_a_flood(
     git(workspace, "add", ".")
     git(workspace, "commit", "-q", "-m", "feature work")
     git(workspace, "checkout", "-q", "main")
-    model.add(reply("on main"), reply("noted"))
-    await editor.ask("where are we?")
+    async with launch("visual-studio-code", settings_for(model)) as editor:
+        model.add(reply("on main"))
+        await editor.ask("where are we?")
 
-    git(workspace, "checkout", "-q", "feature")
-    await asyncio.sleep(SETTLE_S)
-    await editor.ask("and now?")
+        git(workspace, "checkout", "-q", "feature")
+        model.add(*until_noted("branch changed", reply("noted")))
+        await editor.ask("and now?")
 
     block = note(model.requests[-1])
     assert "branch changed from main to feature; 9 files differ" in block
@@ -126,10 +150,7 @@ async def test_a_branch_switch_is_one_line_not_a_flood(
 async def test_ignored_and_tool_folders_are_never_reported(
     editor: Editor, model: ScriptedModel, workspace: Path
 ) -> None:
-    (workspace / ".gitignore").write_text("build/\n*.log\n")
-    git(workspace, "add", ".gitignore")
-    git(workspace, "commit", "-q", "-m", "ignore build output")
-    model.add(reply("ready"), reply("nothing"))
+    model.add(reply("ready"))
     await editor.ask("start")
 
     for rel in (
@@ -142,10 +163,16 @@ async def test_ignored_and_tool_folders_are_never_reported(
         path = workspace / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("churn\n")
-    await asyncio.sleep(SETTLE_S)
+    # Noted once the watcher has passed the churn, which came before.
+    (workspace / "later.txt").write_text("the user's own file\n")
+    model.add(*until_noted("later.txt: added", reply("nothing")))
     await editor.ask("anything?")
 
-    assert note(model.requests[-1]) == ""
+    notes = "".join(note(request) for request in model.requests)
+    assert not any(part in notes for part in ("build/", ".log", ".venv", "node_modules")), notes
+    block = note(model.requests[-1])
+    assert "- later.txt: added by the user" in block
+    assert block.count("\n- ") == 1, block
 
 
 async def test_the_user_types_elsewhere_between_plan_and_apply_and_the_edit_is_rebased(
@@ -172,7 +199,8 @@ async def test_the_user_types_elsewhere_between_plan_and_apply_and_the_edit_is_r
 
     result = await editor.ask("spell out line 2")
 
-    assert result.edits.applied == 1 and result.edits.rejected == 0
+    assert result.edits.applied == 1
+    assert result.edits.rejected == 0
     assert len(editor.edits_seen) == 2
     expected = TEN_LINES.replace("line 2\n", "line two\n") + "typed by the user\n"
     assert editor.buffers[editor.uri("lines.txt")].text == expected
@@ -227,8 +255,10 @@ async def test_the_user_keeps_one_of_two_hunks_and_the_model_hears_which(
         for change in params.edit.document_changes or []:
             if isinstance(change, types.TextDocumentEdit):
                 change.edits = change.edits[:1]
-        for uri, text_edits in (params.edit.changes or {}).items():
-            params.edit.changes[uri] = text_edits[:1]
+        if params.edit.changes is not None:
+            params.edit.changes = {
+                uri: list(text_edits[:1]) for uri, text_edits in params.edit.changes.items()
+            }
         return apply_all(params)
 
     editor.apply = untick_the_second_hunk  # type: ignore[method-assign]
@@ -249,7 +279,7 @@ async def test_the_user_keeps_one_of_two_hunks_and_the_model_hears_which(
     assert "- hunk 2 (line 9): rejected by the user" in told
 
 
-@pytest_asyncio.fixture
+@pytest_asyncio.fixture(loop_scope="module")
 async def plain_folder_editor(
     tmp_path: Path, model: ScriptedModel, state_dir: Path, home: Path
 ) -> AsyncIterator[tuple[Editor, Path]]:
@@ -261,8 +291,7 @@ async def plain_folder_editor(
         root, "visual-studio-code", settings_for(model), state_dir=state_dir, home=home
     )
     yield started, root
-    await started.client.shutdown_session()
-    await started.client.stop()
+    await stop(started)
 
 
 async def test_outside_git_a_changed_file_is_reported_and_sandbox_scaffolding_is_not(
@@ -274,15 +303,16 @@ async def test_outside_git_a_changed_file_is_reported_and_sandbox_scaffolding_is
         tool_call("read_file", {"path": "notes.txt"}),
         tool_call("bash", {"command": "ls -a"}),
         reply("listed"),
-        reply("seen"),
     )
     await editor.ask("list the folder")
     (root / "notes.txt").write_text("one\nTWO\n")
-    await asyncio.sleep(SETTLE_S)
+    model.add(*until_noted("notes.txt: modified", reply("seen")))
     await editor.ask("and now?")
 
     # The sandbox makes placeholder folders (.git, .vscode, ...) for the life of a command.
     assert all(note(request) == "" for request in model.requests[:3])
     block = note(model.requests[-1])
-    assert "- notes.txt: modified by the user" in block and "+TWO" in block
-    assert ".vscode" not in block and ".git" not in block
+    assert "- notes.txt: modified by the user" in block
+    assert "+TWO" in block
+    assert ".vscode" not in block
+    assert ".git" not in block

@@ -1,20 +1,21 @@
 """Context management end to end: a real server over LSP, a scripted model on loopback, and a
 window small enough that the layers (strip, drop, compact) run, and the plan the model keeps
-shows in the reminder."""
+shows in the reminder. The stories share the module's server, with VS Code's client
+capabilities (nothing here depends on the editor)."""
 
 from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_asyncio
 
 from lsp_agent.context.compact import COMPACT_SYSTEM_PROMPT
 from tests.conftest import settings_for
-from tests.editor import Editor, start_editor
+from tests.editor import Editor
 from tests.fake_model import Body, ScriptedModel, Step, reply, tool_call
 
 NOTE = (
@@ -22,6 +23,23 @@ NOTE = (
     "## Files\nlogs/a.log, logs/b.log, logs/c.log\n## State\nRead.\n## Next\nAnswer."
 )
 WINDOW = 6000
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest.fixture
+def editor_name() -> str:
+    return "visual-studio-code"
+
+
+@pytest.fixture
+def editor(shared_editor: Editor) -> Editor:
+    return shared_editor
+
+
+@pytest.fixture
+def workspace(shared_editor: Editor) -> Path:
+    return shared_editor.root
 
 
 def is_compaction(body: Body) -> bool:
@@ -72,18 +90,11 @@ def size(body: Body) -> int:
     return len(json.dumps(body["messages"][:-1]).encode())
 
 
-@pytest_asyncio.fixture
-async def small_editor(
-    workspace: Path, model: ScriptedModel, state_dir: Path, home: Path
-) -> AsyncIterator[Editor]:
+@pytest_asyncio.fixture(loop_scope="module")
+async def small_editor(editor: Editor, model: ScriptedModel) -> Editor:
     """The server with a 6000-token window and tool results kept whole on arrival."""
-    settings = settings_for(model, contextWindow=WINDOW, toolOutputCap=100_000)
-    started = await start_editor(
-        workspace, "visual-studio-code", settings, state_dir=state_dir, home=home
-    )
-    yield started
-    await started.client.shutdown_session()
-    await started.client.stop()
+    await editor.configure(settings_for(model, contextWindow=WINDOW, toolOutputCap=100_000))
+    return editor
 
 
 def write_logs(workspace: Path) -> None:
@@ -97,7 +108,7 @@ def write_logs(workspace: Path) -> None:
 
 
 async def test_a_long_session_is_compacted_and_the_next_request_is_smaller_and_valid(
-    small_editor: Editor, model: ScriptedModel, workspace: Path, state_dir: Path
+    small_editor: Editor, model: ScriptedModel, workspace: Path
 ) -> None:
     write_logs(workspace)
     script = Script(model)
@@ -128,7 +139,8 @@ async def test_a_long_session_is_compacted_and_the_next_request_is_smaller_and_v
     progress = [getattr(r, "message", None) for r in small_editor.progress("turn-2")]
     assert "compacting" in progress, "$/progress says so while the note is written"
 
-    (path,) = state_dir.rglob(f"{first.session}*.jsonl")
+    assert small_editor.state_dir is not None
+    (path,) = small_editor.state_dir.rglob(f"{first.session}*.jsonl")
     records = [json.loads(line) for line in path.read_text().splitlines()]
     recorded = [r for r in records if r.get("kind") == "compaction"]
     assert [r["strategy"] for r in recorded] == [e["strategy"] for e in events]
@@ -165,6 +177,7 @@ async def test_the_plan_the_model_writes_shows_in_the_next_request(
     first, second = model.requests
     assert "<todos>" not in first["messages"][-1]["content"]
     reminder = second["messages"][-1]["content"]
-    assert "<todos>" in reminder and "Fix the parser" in reminder
+    assert "<todos>" in reminder
+    assert "Fix the parser" in reminder
     assert "Plan updated" in second["messages"][-2]["content"]
     assert all("<todos>" not in json.dumps(m) for m in second["messages"][:-1]), "never stored"

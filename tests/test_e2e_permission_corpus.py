@@ -212,7 +212,8 @@ async def test_harmless_commands_run_without_a_question(
 
     asked = [o.command for o in outcomes if not o.ran]
     print(f"\nharmless end to end: tried {len(outcomes)}, asked {len(asked)}")
-    assert asked == [] and harmless.questions == []
+    assert asked == []
+    assert harmless.questions == []
     failing = [o for o in outcomes if not o.text.startswith("exit code 0")]
     # every one ran in the sandbox; the few that exit non-zero do so for a reason of their own
     assert len(failing) <= 3, [(o.command, o.text[:160]) for o in failing]

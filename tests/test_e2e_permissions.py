@@ -1,20 +1,43 @@
 """Permission questions end to end: a real LSP client answers `window/showMessageRequest`, the
 server runs the command in the real sandbox (or not at all), and the scripted model is told.
 
-Each story runs once with VS Code's client capabilities and once with Neovim's."""
+The stories share the module's server, with VS Code's client capabilities: how a question is
+asked and answered is the same for every client (`window/showMessageRequest`)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from lsprotocol import types
 
 from tests import processes
 from tests.editor import Editor
 from tests.fake_model import ScriptedModel, reply, tool_call
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest.fixture
+def editor_name() -> str:
+    return "visual-studio-code"
+
+
+@pytest.fixture
+def editor(shared_editor: Editor) -> Editor:
+    return shared_editor
+
+
+@pytest.fixture
+def workspace(shared_editor: Editor) -> Path:
+    return shared_editor.root
+
 
 ACTIONS = ["Allow", "Allow for this session", "Deny"]
 
@@ -43,7 +66,8 @@ async def test_the_user_allows_a_command_once_and_it_runs_in_the_sandbox(
     result = await editor.ask("make a file")
 
     assert result.status == "completed"
-    assert (workspace / "made.txt").exists() and (workspace / "again.txt").exists()
+    assert (workspace / "made.txt").exists()
+    assert (workspace / "again.txt").exists()
     assert len(editor.questions) == 2  # "Allow" is for this call only
     question = editor.questions[0]
     assert question.type == types.MessageType.Warning
@@ -52,9 +76,11 @@ async def test_the_user_allows_a_command_once_and_it_runs_in_the_sandbox(
     assert "touch made.txt" in question.message
     made, _ = tool_results(model)
     assert made.startswith("exit code 0")
-    assert '<untrusted source="bash">' in made and "made" in made
+    assert '<untrusted source="bash">' in made
+    assert "made" in made
     events = editor.events_of("permission")
-    assert events[0]["name"] == "bash" and events[0]["decision"] == "allow"
+    assert events[0]["name"] == "bash"
+    assert events[0]["decision"] == "allow"
 
 
 async def test_allow_for_this_session_is_not_asked_again_for_the_same_command(
@@ -90,9 +116,12 @@ async def test_the_user_denies_a_command_and_nothing_runs(
     assert result.status == "completed"
     assert not (workspace / "denied.txt").exists()
     (told,) = tool_results(model)
-    assert "not run" in told and "denied" in told and "Nothing ran" in told
+    assert "not run" in told
+    assert "denied" in told
+    assert "Nothing ran" in told
     event = editor.events_of("permission")[0]
-    assert event["name"] == "bash" and event["decision"] == "deny"
+    assert event["name"] == "bash"
+    assert event["decision"] == "deny"
     assert editor.events_of("toolResult")[0]["ok"] is False
 
 
@@ -107,7 +136,8 @@ async def test_a_dismissed_question_counts_as_deny(
     assert len(editor.questions) == 1
     assert not (workspace / "ignored.txt").exists()
     (told,) = tool_results(model)
-    assert "not run" in told and "nobody answered" in told
+    assert "not run" in told
+    assert "nobody answered" in told
     assert editor.events_of("permission")[0]["decision"] == "deny"
 
 
@@ -121,10 +151,13 @@ async def test_read_only_commands_run_without_a_question_and_network_tools_never
 
     assert editor.questions == []
     listing, curl = tool_results(model)
-    assert "hello.py" in listing and listing.startswith("exit code 0")
-    assert "refused by policy" in curl and "network" in curl
+    assert "hello.py" in listing
+    assert listing.startswith("exit code 0")
+    assert "refused by policy" in curl
+    assert "network" in curl
     event = editor.events_of("permission")[0]
-    assert event["decision"] == "deny" and event["asked"] is False
+    assert event["decision"] == "deny"
+    assert event["asked"] is False
 
 
 async def test_status_reports_the_sandbox_in_effect(editor: Editor) -> None:
@@ -135,19 +168,33 @@ async def test_status_reports_the_sandbox_in_effect(editor: Editor) -> None:
 
 
 async def test_cancelling_the_turn_kills_the_running_command(
-    editor: Editor, model: ScriptedModel
+    editor: Editor, model: ScriptedModel, workspace: Path
 ) -> None:
     sleep = f"1002.{uuid.uuid4().int % 10**6:06d}"
-    model.add(bash(f"sleep {sleep} & sleep {sleep}"), reply("never"))
+    os.mkfifo(workspace / "started")
+    model.add(bash(f"sleep {sleep} & cat started"), reply("never"))
     running = asyncio.create_task(editor.ask("wait"))
-    tool = await editor.wait_for_event("tool")
-    for _ in range(400):  # until the command runs (a hang guard, not a timing assertion)
-        if processes.running(sleep):
-            break
-        await asyncio.sleep(0.025)
+    async with opened_for_writing(workspace / "started"):  # once the command reads the pipe
+        assert processes.running(sleep)
 
-    answer = await editor.command("lspAgent.cancel", {"session": tool["session"]})
+        answer = await editor.command("lspAgent.cancel", {"session": editor.session})
 
     assert answer.cancelled is True
     assert (await running).status == "cancelled"
     assert processes.gone(sleep)
+
+
+@contextlib.asynccontextmanager
+async def opened_for_writing(fifo: Path, timeout: float = 20.0) -> AsyncIterator[None]:
+    """Open a named pipe for writing, which returns once a reader has it open."""
+    opening = asyncio.create_task(asyncio.to_thread(os.open, fifo, os.O_WRONLY))
+    try:
+        fd = await asyncio.wait_for(asyncio.shield(opening), timeout)
+    except asyncio.TimeoutError:
+        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))  # let the waiting open return
+        os.close(await opening)
+        raise AssertionError(f"nothing opened {fifo.name} within {timeout}s") from None
+    try:
+        yield
+    finally:
+        os.close(fd)

@@ -1,17 +1,37 @@
 """The tool belt end to end: the syntax guard and `apply_patch` through a real LSP client over
-stdio, the server as a subprocess, and a scripted model on loopback. Each story runs once with VS
-Code's client capabilities and once with Neovim's."""
+stdio, the server as a subprocess, and a scripted model on loopback. The stories share the
+module's server (VS Code's client capabilities: none depends on the client); two start their own,
+and say why. How each client's WorkspaceEdit looks is tests/test_workspace_edit.py's."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+import pytest
 from lsprotocol import types
 
-from tests.conftest import settings_for
-from tests.editor import Editor, start_editor
+from tests.conftest import Launcher, settings_for
+from tests.editor import Editor
 from tests.fake_model import ScriptedModel, reply, tool_call
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest.fixture
+def editor_name() -> str:
+    return "visual-studio-code"
+
+
+@pytest.fixture
+def editor(shared_editor: Editor) -> Editor:
+    return shared_editor
+
+
+@pytest.fixture
+def workspace(shared_editor: Editor) -> Path:
+    return shared_editor.root
+
 
 THREE_FILES = """\
 *** Begin Patch
@@ -139,12 +159,11 @@ async def test_a_patch_that_breaks_syntax_is_refused(
 
 
 async def test_an_editor_that_cannot_delete_files_gets_nothing_and_the_model_is_told(
-    workspace: Path, model: ScriptedModel, state_dir: Path, home: Path
+    launch: Launcher, model: ScriptedModel
 ) -> None:
-    editor = await start_editor(
-        workspace, "minimal", settings_for(model), state_dir=state_dir, home=home
-    )
-    try:
+    """A server of its own: a bare client takes its settings at `initialize` only."""
+    workspace = launch.root
+    async with launch("minimal", settings_for(model)) as editor:
         (workspace / "old.txt").write_text("obsolete\n")
         model.add(
             read("hello.py"), read("old.txt"), tool_call("apply_patch", {"patch": THREE_FILES})
@@ -160,14 +179,12 @@ async def test_an_editor_that_cannot_delete_files_gets_nothing_and_the_model_is_
         assert "tell the user" in told
         assert (workspace / "old.txt").exists()
         assert (workspace / "hello.py").read_text() == 'def greet():\n    return "hello"\n'
-    finally:
-        await editor.client.shutdown_session()
-        await editor.client.stop()
 
 
 async def test_status_counts_edit_attempts_first_tries_and_failures_by_reason(
-    editor: Editor, model: ScriptedModel, workspace: Path
+    launch: Launcher, model: ScriptedModel
 ) -> None:
+    """A server of its own: the totals in status are over every session of the server."""
     model.add(
         read("hello.py"),
         tool_call("edit_file", {"path": "hello.py", "old": "'hello'", "new": "'hi'"}),
@@ -175,9 +192,10 @@ async def test_status_counts_edit_attempts_first_tries_and_failures_by_reason(
         tool_call("write_file", {"path": "bye.py", "content": "print('bye')\n"}),
         reply("Done."),
     )
-    result = await editor.ask("shorten the greeting and add a farewell")
+    async with launch("visual-studio-code", settings_for(model)) as editor:
+        result = await editor.ask("shorten the greeting and add a farewell")
 
-    status = await editor.command("lspAgent.status", {"session": result.session})
+        status = await editor.command("lspAgent.status", {"session": result.session})
 
     (session,) = status.sessions
     for edits in (session.edits, status.edits):

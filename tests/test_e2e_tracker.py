@@ -1,54 +1,32 @@
 """The change tracker through the real server over stdio: what the user does between turns, seen
 as the model sees it (real watchdog, real git, a scripted model on loopback). The stories do
-not depend on the editor's capabilities: they run with VS Code's only."""
+not depend on the editor's capabilities: they share the module's server, with VS Code's."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
-import pytest_asyncio
+import pytest
 
-from tests.conftest import settings_for
-from tests.editor import Editor, start_editor
-from tests.fake_model import Body, ScriptedModel, StepLike, reply, tool_call
+from tests.editor import Editor
+from tests.fake_model import ScriptedModel, note, reply, until_noted
 
-POLLS = 40
-"""Model calls a story may spend waiting for the watcher to have an event (each is a read)."""
+pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
-def note(request: dict[str, Any]) -> str:
-    """The `<file_changes>` block of a request's reminder ("" when there is none)."""
-    text = str(request["messages"][-1]["content"])
-    start = text.find("<file_changes>")
-    return text[start:] if start >= 0 else ""
+@pytest.fixture
+def editor_name() -> str:
+    return "visual-studio-code"
 
 
-def until_noted(words: str, then: StepLike) -> list[StepLike]:
-    """Model steps that list the files until the note mentions `words`, then `then`: the note
-    is rebuilt at every call, so this waits on the fact, not on time. The wait never reads a
-    file: a read that comes before the watcher's event makes the agent's view current, and the
-    note then rightly has nothing to say about that file."""
-
-    def step(request: Body) -> StepLike:
-        if words in note(request):
-            return then
-        return tool_call("list_files", {})
-
-    return [step] * POLLS
+@pytest.fixture
+def editor(shared_editor: Editor) -> Editor:
+    return shared_editor
 
 
-@pytest_asyncio.fixture
-async def editor(
-    workspace: Path, model: ScriptedModel, state_dir: Path, home: Path
-) -> AsyncIterator[Editor]:
-    started = await start_editor(
-        workspace, "visual-studio-code", settings_for(model), state_dir=state_dir, home=home
-    )
-    yield started
-    await started.client.shutdown_session()
-    await started.client.stop()
+@pytest.fixture
+def workspace(shared_editor: Editor) -> Path:
+    return shared_editor.root
 
 
 async def test_typing_in_a_buffer_the_agent_never_read_reaches_the_model_as_unsaved(
@@ -88,4 +66,5 @@ async def test_a_link_planted_to_a_host_file_never_carries_its_text_to_the_model
     assert '+    return "changed"' in block
     assert all("host-only-secret" not in str(request) for request in model.requests)
     status = await editor.command("lspAgent.status", {})
-    assert status.changes.ready and status.changes.watching == "inotify"
+    assert status.changes.ready
+    assert status.changes.watching == "inotify"

@@ -759,7 +759,8 @@ def test_a_punctuation_match_is_applied_once_or_refused(
     after = plan_edit(text, old, new)
     head = "".join(line + eol for line in lines[:start])
     tail = "".join(line + eol for line in lines[start + length :])
-    assert after.startswith(head) and after.endswith(tail)
+    assert after.startswith(head)
+    assert after.endswith(tail)
     middle = after[len(head) : len(after) - len(tail)].split(eol)
     assert middle.pop() == ""
     assert len(middle) == len(new_lines)
@@ -770,7 +771,8 @@ def test_a_punctuation_match_is_applied_once_or_refused(
         elif old_lines.count(wanted) == 1:
             assert written == block[old_lines.index(wanted)]  # the file's own line, untouched
         else:
-            assert written in block and plain(written) == wanted
+            assert written in block
+            assert plain(written) == wanted
         if k < len(block) and new_lines[k] == old_lines[k] and old_lines.count(wanted) == 1:
             assert written == block[k]
     if new == old:
@@ -839,7 +841,8 @@ def test_dots_in_old_but_not_in_new_are_refused_with_the_rule() -> None:
     with pytest.raises(ToolError) as caught:
         plan_edit(text, "a = 1\n...\nc = 3\n", "a = 1\nc = 4\n")
     assert caught.value.reason == "not_found"
-    assert "`...` line" in caught.value.message and "same places in both" in caught.value.message
+    assert "`...` line" in caught.value.message
+    assert "same places in both" in caught.value.message
 
 
 def test_parts_between_dots_must_each_be_unique() -> None:

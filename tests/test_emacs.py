@@ -31,6 +31,7 @@ import pytest
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
+from tests.editor import handles
 from tests.fake_model import ScriptedModel, reply, tool_call
 from tests.test_neovim_typing import held_until
 from tests.test_plain_lsp import command, plain
@@ -323,7 +324,8 @@ def test_eglot_ask_runs_while_you_type_and_its_edit_is_told_as_applied(
     emacs.command("lsp-agent-ask", "anything new?")
     emacs.on_screen("Noted.")
     note = reminder(model.requests[-1])
-    assert "<file_changes>" in note and "NOTES.md" in note
+    assert "<file_changes>" in note
+    assert "NOTES.md" in note
     assert "hello.py" not in note
 
     emacs.keys("C-x", "C-s")
@@ -445,7 +447,7 @@ async def test_an_edit_quit_in_newer_eglot_is_told_as_the_users_rejection(
     )
     client = await plain([workspace], model, state_dir, home, capabilities)
 
-    @client.feature(types.WORKSPACE_APPLY_EDIT)
+    @handles(client, types.WORKSPACE_APPLY_EDIT)
     def quit_at_the_prompt(params: types.ApplyWorkspaceEditParams) -> None:
         raise JsonRpcException(
             code=32000,
@@ -495,7 +497,8 @@ def test_eglot_typing_in_the_file_as_the_edit_arrives_keeps_both(
     expected = 'def greet():\n    return "hello, world"\n' + rest + "# mine"
     assert emacs.buffer("hello.py") == expected
     said = told(model, "edit_file")
-    assert "applied on top of their text" in said and "applied: hello.py" in said
+    assert "applied on top of their text" in said
+    assert "applied: hello.py" in said
 
 
 def test_a_blocking_ask_that_eglot_gives_up_on_goes_on_and_is_answered(

@@ -67,7 +67,8 @@ def test_a_frame_without_length_is_skipped() -> None:
     parser = FrameParser()
     parser.feed(b"Content-Type: application/json\r\n\r\n" + message(1) + frame(message(2)))
     got = drain(parser)
-    assert isinstance(got[0], Garbage) and bodies(got) == [message(2)]
+    assert isinstance(got[0], Garbage)
+    assert bodies(got) == [message(2)]
 
 
 def test_a_body_announced_too_short_fails_alone() -> None:
@@ -84,7 +85,8 @@ def test_a_body_announced_too_long_is_cut_at_the_next_headers() -> None:
     parser = FrameParser()
     parser.feed(b"Content-Length: %d\r\n\r\n" % (len(body) + 10) + body + frame(message(2)))
     first = parser.next()  # the reader reframes a body that is not JSON before reading on
-    assert isinstance(first, bytes) and first != body  # runs into the next message
+    assert isinstance(first, bytes)
+    assert first != body
     assert parser.reframe(first) == body
     assert drain(parser) == [message(2)]
 
@@ -93,7 +95,8 @@ def test_a_stalled_body_that_holds_the_next_headers_ends_there() -> None:
     body = message(1)
     parser = FrameParser()
     parser.feed(b"Content-Length: %d\r\n\r\n" % (len(body) + 500) + body + frame(message(2)))
-    assert drain(parser) == [] and parser.waiting_for_body
+    assert drain(parser) == []
+    assert parser.waiting_for_body
     assert parser.stalled() == body
     assert drain(parser) == [message(2)]
 
@@ -101,14 +104,17 @@ def test_a_stalled_body_that_holds_the_next_headers_ends_there() -> None:
 def test_a_stalled_body_without_headers_keeps_waiting() -> None:
     parser = FrameParser()
     parser.feed(b'Content-Length: 100\r\n\r\n{"partial')
-    assert drain(parser) == [] and parser.stalled() is None and parser.waiting_for_body
+    assert drain(parser) == []
+    assert parser.stalled() is None
+    assert parser.waiting_for_body
 
 
 def test_garbage_before_a_header_is_skipped() -> None:
     parser = FrameParser()
     parser.feed(b'"}trailing text from a short body' + frame(message(3)))
     got = drain(parser)
-    assert isinstance(got[0], Garbage) and bodies(got) == [message(3)]
+    assert isinstance(got[0], Garbage)
+    assert bodies(got) == [message(3)]
 
 
 def test_a_header_cut_in_two_by_a_read_is_kept() -> None:

@@ -111,7 +111,8 @@ def test_a_diff_of_the_changed_region_applies_back_and_reads_like_git(
     for hunk in re.split(r"^@@ .*\n", diff, flags=re.MULTILINE)[1:]:
         ops = "".join(line[0] for line in hunk.splitlines() if not line.startswith("\\"))
         runs = [len(run) for run in re.findall(r" +", ops)]
-        assert len(ops) - len(ops.lstrip(" ")) <= 3 and len(ops) - len(ops.rstrip(" ")) <= 3
+        assert len(ops) - len(ops.lstrip(" ")) <= 3
+        assert len(ops) - len(ops.rstrip(" ")) <= 3
         assert all(run <= 6 for run in runs)
 
 

@@ -272,7 +272,7 @@ SHAPES: dict[str, tuple[Any, int]] = {
 }
 
 
-@pytest.mark.parametrize("payload, code", list(SHAPES.values()), ids=list(SHAPES))
+@pytest.mark.parametrize(("payload", "code"), list(SHAPES.values()), ids=list(SHAPES))
 def test_a_message_of_the_wrong_shape_gets_the_specifications_error(
     server: RawServer, payload: Any, code: int
 ) -> None:

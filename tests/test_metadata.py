@@ -21,7 +21,8 @@ def test_the_package_metadata_reads_its_version_from_the_one_source() -> None:
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert 'dynamic = ["version"]' in pyproject
     assert re.search(r'^version = "', pyproject, flags=re.MULTILINE) is None
-    assert 'license = "MIT"' in pyproject and (ROOT / "LICENSE").read_text().startswith("MIT")
+    assert 'license = "MIT"' in pyproject
+    assert (ROOT / "LICENSE").read_text().startswith("MIT")
 
 
 def test_the_changelog_has_the_current_version() -> None:

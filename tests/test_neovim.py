@@ -31,10 +31,12 @@ def test_the_answer_streams_into_the_answer_buffer(editor: Editor, model: Script
     answer = result["answer"]
     assert "## say hello" in answer
     assert "_(hello.py)_" in answer
-    assert "Hello from the agent." in answer and "Second line." in answer
+    assert "Hello from the agent." in answer
+    assert "Second line." in answer
     assert answer[-1] == "_completed_"
     assert result["status_after"] == ""
-    assert result["answer_window_shown"] and result["current_buffer"] == "hello.py"
+    assert result["answer_window_shown"]
+    assert result["current_buffer"] == "hello.py"
     assert (result["answer_filetype"], result["answer_buftype"]) == ("markdown", "nofile")
     assert "The user is looking at hello.py" in user_message(model.requests[0])
 
@@ -65,10 +67,13 @@ def test_the_user_accepts_two_edits_and_rejects_one_with_a_reason(
     # What the user saw: each edit as a diff to accept or reject.
     first, second, third = result["reviews"]
     assert "# lsp-agent: hello.py" in first
-    assert '-    return "hello"' in first and '+    return "hello, world"' in first
+    assert '-    return "hello"' in first
+    assert '+    return "hello, world"' in first
     assert any(line.startswith("@@ -1,2 +1,2 @@") and line.endswith("[x]") for line in first)
-    assert "--- /dev/null" in second and "+VALUE = 42" in second
-    assert "-x = 1" in third and "+x = 2" in third
+    assert "--- /dev/null" in second
+    assert "+VALUE = 42" in second
+    assert "-x = 1" in third
+    assert "+x = 2" in third
     # What happened: accepted edits are applied and written, the rejected one is not.
     assert (workspace / "hello.py").read_text() == GREETING.replace("hello", "hello, world")
     assert result["hello_buffer"] == ["def greet():", '    return "hello, world"']
@@ -81,7 +86,8 @@ def test_the_user_accepts_two_edits_and_rejects_one_with_a_reason(
     assert told[2].startswith("created: pkg/new.py")
     assert "the user rejected this edit to other.py: keep other.py as it is" in told[4]
     # The review windows are gone; the user is back in the file they were in.
-    assert result["windows"] == 2 and result["current_buffer"] == "hello.py"
+    assert result["windows"] == 2
+    assert result["current_buffer"] == "hello.py"
     answer = result["answer"]
     assert "- `edit_file` hello.py" in answer
     assert any(line.startswith("  ✓ applied hello.py") for line in answer)
@@ -102,9 +108,11 @@ def test_the_user_keeps_one_hunk_of_two(
 
     (review,) = result["reviews"]
     headers = [line for line in review if line.startswith("@@")]
-    assert len(headers) == 2 and all(h.endswith("[x]") for h in headers)
+    assert len(headers) == 2
+    assert all(h.endswith("[x]") for h in headers)
     toggled = [line for line in result["after_toggle"] if line.startswith("@@")]
-    assert toggled[0].endswith("[x]") and toggled[1].endswith("[ ]")
+    assert toggled[0].endswith("[x]")
+    assert toggled[1].endswith("[ ]")
     assert result["waiting_after_close"] == 1  # closing the window decided nothing
     assert result["reopened"] == result["after_toggle"]
     expected = "".join(lines).replace("line 1\n", "line one\n", 1)
@@ -148,13 +156,15 @@ def test_sessions_new_resume_and_status(editor: Editor, model: ScriptedModel) ->
     # The third question continued the first session, not the second.
     third = model.requests[2]["messages"]
     said = [(m["role"], m["content"]) for m in third if m["role"] in ("user", "assistant")]
-    assert ("user", "one") in said and ("assistant", "first") in said
+    assert ("user", "one") in said
+    assert ("assistant", "first") in said
     assert all(content not in ("two", "second") for _, content in said)
     assert result["input_prompt"] == "Ask lsp-agent: "
     (picked,) = result["selects"]
     assert picked["prompt"] == "Resume an lsp-agent session"
     current, older = picked["items"]
-    assert current.startswith("* two") and older.startswith("  one")
+    assert current.startswith("* two")
+    assert older.startswith("  one")
     status = result["status"]
     assert status[0].startswith("lsp-agent 0.1.0, workspace ")
     assert status[1].startswith("model: test-model (from ")
@@ -198,7 +208,8 @@ def test_permission_questions_are_answered_in_neovim(
     assert (workspace / "made.txt").exists()
     assert not (workspace / "ignored.txt").exists()
     allowed, dismissed = tool_results(model.requests[-1])
-    assert allowed.startswith("exit code 0") and "made" in allowed
+    assert allowed.startswith("exit code 0")
+    assert "made" in allowed
     assert "not run" in dismissed
     assert "  permission for bash: allow" in result["answer"]
     assert "  permission for bash: deny" in result["answer"]
@@ -221,13 +232,16 @@ def test_the_answer_window_follows_the_stream_unless_scrolled_up(
 
     # Following was checked while the text was taller than the window, in both turns.
     first, second = result["samples"]
-    assert first >= 1 and second >= 1, result["samples"]
+    assert first >= 1, result["samples"]
+    assert second >= 1, result["samples"]
     # The user scrolled up during the third answer: the window stayed at the top.
     scrolled = result["scrolled_up"]
-    assert scrolled["top"] == 1 and scrolled["bottom"] < scrolled["last"]
+    assert scrolled["top"] == 1
+    assert scrolled["bottom"] < scrolled["last"]
     assert "third row 30" in result["answer"]  # the stream went on below
     reopened = result["reopened"]
-    assert reopened["bottom"] == reopened["last"] and reopened["top"] > 1
+    assert reopened["bottom"] == reopened["last"]
+    assert reopened["top"] > 1
 
 
 def test_restart_then_ask_reuses_the_answer_window(editor: Editor, model: ScriptedModel) -> None:
@@ -239,7 +253,8 @@ def test_restart_then_ask_reuses_the_answer_window(editor: Editor, model: Script
     assert result["windows_before"] == result["windows_after"] == 1
     assert result["same_window"]
     answer = "\n".join(result["answer"])
-    assert "first answer" in answer and "second answer" in answer
+    assert "first answer" in answer
+    assert "second answer" in answer
     assert len(model.requests) == 2
 
 
@@ -253,7 +268,9 @@ def test_ask_passes_a_work_done_token_so_progress_plugins_see_the_turn(
     tokens = {item["token"] for item in progress}
     assert tokens == {"lsp-agent-1"}, progress
     kinds = [item["kind"] for item in progress]
-    assert kinds[0] == "begin" and kinds[-1] == "end" and "report" in kinds
+    assert kinds[0] == "begin"
+    assert kinds[-1] == "end"
+    assert "report" in kinds
     assert progress[0]["title"] == "lsp-agent"
 
 
@@ -275,12 +292,16 @@ def test_withdrawn_and_timed_out_questions_close_and_count_as_deny(
         "lsp-agent: waiting for your answer (:LspAgent review)"
     )
     assert result["first_request_id"]  # found: the id a `$/cancelRequest` names
-    assert result["first_window_open"] and not result["first_window_after"]
-    assert not result["first_still_waiting"] and not result["second_still_waiting"]
+    assert result["first_window_open"]
+    assert not result["first_window_after"]
+    assert not result["first_still_waiting"]
+    assert not result["second_still_waiting"]
     # Both questions were answered with no choice, which the server counts as Deny.
     first, second = tool_results(model.requests[-1])
-    assert "not run" in first and "not run" in second
-    assert not (workspace / "first.txt").exists() and not (workspace / "second.txt").exists()
+    assert "not run" in first
+    assert "not run" in second
+    assert not (workspace / "first.txt").exists()
+    assert not (workspace / "second.txt").exists()
     answer = result["answer"]
     assert "  no answer in time for bash: denied" in answer
     assert any(line.startswith("_continuing session ") and "7 turns" in line for line in answer)
@@ -311,7 +332,8 @@ def test_checkhealth_runs_doctor_with_the_plugins_settings(editor: Editor) -> No
     # doctor's probes, with the endpoint and model of setup({settings = …}) (Neovim's own
     # environment has no LSP_AGENT_* variables here).
     endpoint = next(line for line in health if "endpoint: " in line)
-    assert "OK" in endpoint and f"{editor.model.base_url} answers" in endpoint
+    assert "OK" in endpoint
+    assert f"{editor.model.base_url} answers" in endpoint
     assert any("OK" in line and "model: test-model" in line for line in health), text
     assert any("sandbox: " in line for line in health)
     # and the server started from Neovim.
@@ -327,7 +349,8 @@ def test_checkhealth_says_bad_when_the_endpoint_is_unreachable(
     health = editor.run("health", LSP_AGENT_TEST_BASE_URL=unreachable).result["health"]
 
     endpoint = next(line for line in health if "endpoint: " in line)
-    assert "ERROR" in endpoint and unreachable in endpoint, "\n".join(health)
+    assert "ERROR" in endpoint, "\n".join(health)
+    assert unreachable in endpoint, "\n".join(health)
 
 
 def test_checkhealth_passes_every_setting_doctor_reads_by_its_variable() -> None:

@@ -42,7 +42,8 @@ def recipe(nvim: Neovim) -> str:
     (0.8 and later, or 0.7), then the `:AgentAsk` command."""
     text = README.read_text(encoding="utf-8")
     section = text[text.index("**Neovim without the plugin**") :]
-    start_08, start_07, ask = re.findall(r"```lua\n(.*?)```", section, re.S)[:3]
+    blocks: list[str] = re.findall(r"```lua\n(.*?)```", section, re.S)
+    start_08, start_07, ask = blocks[:3]
     snippet = (start_07 if nvim.label == "0.7" else start_08) + ask
     assert PLACEHOLDER_MODEL in snippet, "the README's Neovim recipe no longer names the model"
     return snippet.replace(PLACEHOLDER_MODEL, "test-model")

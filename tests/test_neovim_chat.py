@@ -39,7 +39,8 @@ def test_a_chat_with_a_follow_up_in_the_same_session(editor: Editor, model: Scri
     # same conversation.
     first, second, third = model.requests
     asked = user_message(first)
-    assert asked.startswith("what does greet do?") and 'return "hello"' in asked
+    assert asked.startswith("what does greet do?")
+    assert 'return "hello"' in asked
     said = [(m["role"], m["content"]) for m in second["messages"] if m["role"] != "system"]
     assert said[:3] == [
         ("user", asked),
@@ -55,8 +56,10 @@ def test_a_chat_with_a_follow_up_in_the_same_session(editor: Editor, model: Scri
     assert "with hello.py" not in result["statusline"]  # it went with the first prompt only
     # The tokens of the turn and of the session, and the context's fill, above the input.
     title = result["title_after_first"].split(" │ ")
-    assert title[1].startswith("turn 1.2k in (1.0k cached), ") and title[1].endswith(" out")
-    assert title[2].startswith("context ") and title[2].endswith("% of 128k")
+    assert title[1].startswith("turn 1.2k in (1.0k cached), ")
+    assert title[1].endswith(" out")
+    assert title[2].startswith("context ")
+    assert title[2].endswith("% of 128k")
     assert title[3] == title[1].replace("turn", "total")
     assert result["conversation"] == [
         *FIRST_CONVERSATION,
@@ -119,7 +122,8 @@ def test_the_conversation_is_shown_again_after_neovim_restarts(
     assert after["session_after"] == before["session"]
     said = [m["content"] for m in model.requests[3]["messages"] if m["role"] == "assistant"]
     assert said == ["It returns a greeting.", "Il renvoie une salutation.", "Greeting."]
-    assert after["new_conversation"] == [""] and after["new_session"] != before["session"]
+    assert after["new_conversation"] == [""]
+    assert after["new_session"] != before["session"]
 
 
 GREETING = 'def greet():\n    return "hello"\n\n\ndef part():\n    return 1\n'
@@ -144,7 +148,8 @@ def test_undo_restores_the_turn_and_keeps_the_users_line(
     assert "an edit to review waits: gR to go there" in result["statusline_waiting"]
     # The undo came as a review of its own, restoring the agent's line.
     undo_review = result["reviews"][1]
-    assert '-    return "hi there"' in undo_review and '+    return "hello"' in undo_review
+    assert '-    return "hi there"' in undo_review
+    assert '+    return "hello"' in undo_review
     assert result["undone"] == "lsp-agent: undid turn 1: hello.py"
     mine = GREETING + "# mine\n"
     assert result["hello_after_undo"] == mine.splitlines()

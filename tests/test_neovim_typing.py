@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import msgpack  # type: ignore[import-untyped]
+import msgpack
 import pytest
 
 from tests.fake_model import ScriptedModel, Step, StepLike, reply, tool_call
@@ -341,7 +341,8 @@ def test_typing_never_decides_the_review_or_the_question(
                  last = vim.api.nvim_buf_line_count(bufnr) }
         """
     )
-    assert view["bottom"] == view["last"] and view["top"] > 1, view
+    assert view["bottom"] == view["last"], view
+    assert view["top"] > 1, view
     assert "_completed_" in term.screen()
     assert term.lines("notes.txt") == typed[:-1]  # the empty line was the user's BSpace
     told = [m["content"] for m in model.requests[-1]["messages"] if m["role"] == "tool"]
@@ -386,7 +387,8 @@ def test_typing_in_the_chat_while_a_turn_streams_sends_nothing_and_decides_nothi
     term.type("\nga gr a r q ? ]c\n1\n")
     typed = ["# todo: remember to ask about the review here quietly", "ga gr a r q ? ]c", "1", ""]
     wait_until("every key in the chat input", lambda: term.chat("input") == typed, term)
-    assert term.chat_input_current() and term.mode() == "i"
+    assert term.chat_input_current()
+    assert term.mode() == "i"
     assert term.waiting() == [{"kind": "review", "open": True, "current": False}]
     assert (workspace / "hello.py").read_text() == hello_before  # nothing decided
     assert len(model.requests) == 2  # nothing sent, nothing told
@@ -422,7 +424,8 @@ def test_typing_in_the_chat_while_a_turn_streams_sends_nothing_and_decides_nothi
     term.type("Allow\n1")
     typed = [*typed[:-1], "count = 1", "y", "2", "Allow", "1"]
     wait_until("every key in the chat input", lambda: term.chat("input") == typed, term)
-    assert term.chat_input_current() and term.mode() == "i"
+    assert term.chat_input_current()
+    assert term.mode() == "i"
     assert term.waiting() == [{"kind": "question", "open": True, "current": False}]
     assert not (workspace / "ran.txt").exists()
     assert len(model.requests) == 3
@@ -449,7 +452,8 @@ def test_typing_in_the_chat_while_a_turn_streams_sends_nothing_and_decides_nothi
                  last = vim.api.nvim_buf_line_count(chat.conversation) }
         """
     )
-    assert view["bottom"] == view["last"] and view["top"] > 1, view
+    assert view["bottom"] == view["last"], view
+    assert view["top"] > 1, view
     assert len(model.requests) == 4
     assert term.chat("input") == typed  # still there, unsent
 

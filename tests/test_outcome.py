@@ -42,10 +42,12 @@ def test_a_hunk_the_user_changed_before_it_landed_shows_the_users_version() -> N
 
     assert [h.status for h in report.hunks] == [ACCEPTED, MODIFIED]
     modified = report.hunks[1]
-    assert modified.proposed == "LINE TWENTY\n" and modified.landed == "Line Twenty (mine)\n"
+    assert modified.proposed == "LINE TWENTY\n"
+    assert modified.landed == "Line Twenty (mine)\n"
     message = report.message("a.py")
     assert "- hunk 2 (line 21): modified by the user" in message
-    assert "  -LINE TWENTY" in message and "  +Line Twenty (mine)" in message
+    assert "  -LINE TWENTY" in message
+    assert "  +Line Twenty (mine)" in message
 
 
 def test_nothing_landed_though_the_editor_said_applied() -> None:
@@ -73,7 +75,9 @@ def test_a_deleting_hunk_that_was_rejected() -> None:
     report = hunk_outcomes(BEFORE, proposed, BEFORE)
 
     [hunk] = report.hunks
-    assert hunk.status == REJECTED and hunk.before == "line 5\nline 6\n" and hunk.proposed == ""
+    assert hunk.status == REJECTED
+    assert hunk.before == "line 5\nline 6\n"
+    assert hunk.proposed == ""
 
 
 def test_crlf_text_is_compared_line_by_line() -> None:

@@ -132,7 +132,8 @@ def test_an_envelope_without_end_patch_is_refused_without_asking_for_the_same_pa
     assert error.reason == "bad_patch"
     assert "there is no *** End Patch line (the text stops at line 4: '+z')" in error.message
     assert "end it with a line *** End Patch" in error.message
-    assert "cut off" in error.message and "smaller patches" in error.message
+    assert "cut off" in error.message
+    assert "smaller patches" in error.message
     assert "send the whole patch again" not in error.message
 
 

@@ -50,8 +50,10 @@ def judged(command: str, root: Path, home: Path) -> Verdict:
 
 def test_the_corpus_is_large_and_covers_every_class() -> None:
     classes = Counter(attack.klass for attack in ATTACKS)
-    assert len(ATTACKS) >= 300 and len(HARMLESS) >= 60
-    assert len(classes) == 10 and min(classes.values()) >= 20, classes
+    assert len(ATTACKS) >= 300
+    assert len(HARMLESS) >= 60
+    assert len(classes) == 10, classes
+    assert min(classes.values()) >= 20, classes
     assert len({attack.command for attack in ATTACKS}) == len(ATTACKS)  # no duplicates
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +41,8 @@ HOME = Path("/home/user")
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    yield harmless_workspace(tmp_path_factory.mktemp("permissions") / "project")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return harmless_workspace(tmp_path_factory.mktemp("permissions") / "project")
 
 
 @pytest.fixture(scope="module")
@@ -221,7 +220,8 @@ def test_the_reason_says_which_part_was_not_allowed() -> None:
 
 def test_without_a_sandbox_every_allowed_command_is_asked() -> None:
     verdict = decide_command("ls", root=ROOT, sandboxed=False)
-    assert verdict.decision == ASK and "unsandboxed" in verdict.reason
+    assert verdict.decision == ASK
+    assert "unsandboxed" in verdict.reason
     rule = Rule("bash", ALLOW)
     assert decide_command("make", rules=[rule], root=ROOT, sandboxed=False).decision == ASK
     assert decide_command("curl x", root=ROOT, sandboxed=False).decision == DENY
@@ -248,7 +248,8 @@ def test_a_rule_with_a_match_never_covers_what_cannot_be_checked() -> None:
 def test_rules_for_file_tools_match_the_path() -> None:
     rules = [Rule("edit_file", DENY, "migrations/*"), Rule("write_*", ASK)]
     denied = decide("edit_file", {"path": "migrations/0001.py"}, rules=rules, root=ROOT)
-    assert denied.decision == DENY and "migrations/0001.py" in denied.reason
+    assert denied.decision == DENY
+    assert "migrations/0001.py" in denied.reason
     assert decide("edit_file", {"path": "./app.py"}, rules=rules, root=ROOT).decision == ALLOW
     assert decide("write_file", {"path": "new.py"}, rules=rules, root=ROOT).decision == ASK
     assert decide("read_file", {"path": "migrations/x.py"}, rules=rules, root=ROOT).decision == (
@@ -307,14 +308,16 @@ async def test_a_deny_rule_on_a_path_stops_an_edit_before_the_editor_sees_it(
         "edit_file", json.dumps({"path": str(tmp_path / "gen" / "out.py"), "old": "1", "new": "2"})
     )
 
-    assert not result.ok and "refused by policy" in result.text
+    assert not result.ok
+    assert "refused by policy" in result.text
     assert result.permission == {
         "name": "edit_file",
         "decision": "deny",
         "asked": False,
         "reason": result.permission["reason"] if result.permission else None,
     }
-    assert port.proposals == [] and port.questions == []
+    assert port.proposals == []
+    assert port.questions == []
     assert (tmp_path / "gen" / "out.py").read_text() == "x = 1\n"
 
 
@@ -342,7 +345,8 @@ async def test_without_a_sandbox_the_question_says_the_command_runs_unsandboxed(
 
     ((question, _),) = port.questions
     assert "UNSANDBOXED" in question
-    assert not result.ok and "Nothing ran" in result.text
+    assert not result.ok
+    assert "Nothing ran" in result.text
 
 
 async def test_auto_approve_answers_for_sandboxed_commands_only(tmp_path: Path) -> None:
@@ -350,11 +354,14 @@ async def test_auto_approve_answers_for_sandboxed_commands_only(tmp_path: Path) 
     tools = toolbox(tmp_path, port, auto_approve=frozenset({"bash"}))
 
     made = await tools.run("bash", json.dumps({"command": "touch made.txt"}))
-    assert made.ok and (tmp_path / "made.txt").exists() and port.questions == []
+    assert made.ok
+    assert (tmp_path / "made.txt").exists()
+    assert port.questions == []
 
     unsandboxed = toolbox(tmp_path, port, sandbox="none", auto_approve=frozenset({"bash"}))
     await unsandboxed.run("bash", json.dumps({"command": "touch other.txt"}))
-    assert len(port.questions) == 1 and not (tmp_path / "other.txt").exists()
+    assert len(port.questions) == 1
+    assert not (tmp_path / "other.txt").exists()
 
 
 # The terminal: --yes approves edits, never commands; doctor probes the sandbox for real.
@@ -408,7 +415,8 @@ def test_a_command_too_long_to_show_whole_is_refused_not_asked() -> None:
     long = "ls " + " ".join(f"file{i}.py" for i in range(2000))
     assert len(long) > MAX_COMMAND_CHARS
     verdict = decide_command(long, root=ROOT)
-    assert verdict.decision == DENY and "write the script to a file" in verdict.reason
+    assert verdict.decision == DENY
+    assert "write the script to a file" in verdict.reason
     # with a 200 KB command the judge does not even read it
     assert decide_command("ls " + "a" * 200_000, root=ROOT).decision == DENY
     # the user's allow-everything rule still decides (nothing is shown then)
@@ -430,8 +438,10 @@ async def test_the_question_carries_the_whole_command_however_long(tmp_path: Pat
     result = await tools.run("bash", json.dumps({"command": command}))
 
     ((question, _),) = port.questions
-    assert command in question and "rm is not on the list" in question
-    assert not result.ok and "Nothing ran" in result.text
+    assert command in question
+    assert "rm is not on the list" in question
+    assert not result.ok
+    assert "Nothing ran" in result.text
 
 
 async def test_the_decision_does_not_hold_the_event_loop(tmp_path: Path) -> None:
@@ -455,7 +465,8 @@ async def test_the_decision_does_not_hold_the_event_loop(tmp_path: Path) -> None
     stop.set()
     await ticker
 
-    assert len(port.questions) == 1 and "Nothing ran" in result.text  # judged whole, asked
+    assert len(port.questions) == 1
+    assert "Nothing ran" in result.text
     assert turns > 50, f"the loop ran only {turns} times while the command was decided"
 
 
@@ -483,7 +494,8 @@ def test_unpreviewed_edits_of_protected_paths_are_asked_and_previewed_ones_are_n
 ) -> None:
     args = {"path": path, "content": "x"}
     auto = decide("write_file", args, root=ROOT, previewed=False)
-    assert auto.decision == ASK and "no preview shows you this edit" in auto.reason
+    assert auto.decision == ASK
+    assert "no preview shows you this edit" in auto.reason
     assert auto.unattended is False  # the terminal's --yes does not answer it
     assert decide("write_file", args, root=ROOT, previewed=True).decision == ALLOW
     assert decide("edit_file", {"path": "src/app.py"}, root=ROOT, previewed=False).decision == (
@@ -515,9 +527,12 @@ async def test_with_the_terminal_s_yes_an_edit_of_a_protected_path_is_still_aske
     made = await tools.run("write_file", json.dumps({"path": "notes.md", "content": "x\n"}))
     rc = await tools.run("write_file", json.dumps({"path": ".bashrc", "content": "evil\n"}))
 
-    assert made.ok and (tmp_path / "notes.md").exists()  # --yes: applied without a question
+    assert made.ok
+    assert (tmp_path / "notes.md").exists()
     ((question, _),) = port.questions
-    assert ".bashrc" in question and not rc.ok and not (tmp_path / ".bashrc").exists()
+    assert ".bashrc" in question
+    assert not rc.ok
+    assert not (tmp_path / ".bashrc").exists()
 
 
 async def test_in_auto_mode_writing_editor_tasks_asks_and_a_denial_writes_nothing(
@@ -533,7 +548,8 @@ async def test_in_auto_mode_writing_editor_tasks_asks_and_a_denial_writes_nothin
 
     ((question, _),) = port.questions  # asked, although --yes would answer edits
     assert ".vscode" in question
-    assert not result.ok and not (tmp_path / ".vscode").exists()
+    assert not result.ok
+    assert not (tmp_path / ".vscode").exists()
 
 
 def test_git_content_is_asked_only_when_a_secret_is_in_the_repository(tmp_path: Path) -> None:
@@ -554,5 +570,6 @@ def test_git_content_is_asked_only_when_a_secret_is_in_the_repository(tmp_path: 
 
     for command in ("git log -p", "git show HEAD~1", "git diff HEAD~2", "git log -S secret"):
         verdict = judged(command, box)
-        assert verdict.decision == ASK and "history holds a secret" in verdict.reason, command
+        assert verdict.decision == ASK, command
+        assert "history holds a secret" in verdict.reason, command
     assert judged("git log --oneline", box).decision == ALLOW  # no content: no question

@@ -20,7 +20,7 @@ from pytest_lsp import LanguageClient, client_capabilities
 from pytest_lsp.client import make_test_lsp_client
 
 from tests.conftest import settings_for
-from tests.editor import server_env
+from tests.editor import handles, server_env
 from tests.fake_model import ScriptedModel, hang_after, reply, tool_call
 
 
@@ -125,7 +125,8 @@ async def test_code_actions_offer_the_agent_at_the_cursor_and_for_each_problem(
         "lsp-agent: write tests for this",
     ]
     fix = actions[0]
-    assert fix["kind"] == "quickfix" and fix["diagnostics"][0]["message"] == problem.message
+    assert fix["kind"] == "quickfix"
+    assert fix["diagnostics"][0]["message"] == problem.message
     assert fix["command"]["command"] == "lspAgent.start"
     (argument,) = fix["command"]["arguments"]
     assert "reviewer: the answer is 42, not 41" in argument["prompt"]
@@ -159,7 +160,8 @@ async def test_ask_takes_the_prompt_the_way_each_client_can_send_it(
 async def test_no_arguments_get_an_error_saying_what_to_send(helix: LanguageClient) -> None:
     with pytest.raises(JsonRpcException) as raised:
         await command(helix, "lspAgent.ask")
-    assert "prompt" in str(raised.value) and "as a string" in str(raised.value)
+    assert "prompt" in str(raised.value)
+    assert "as a string" in str(raised.value)
 
 
 async def test_a_client_that_did_not_ask_for_events_gets_none_but_sees_the_answer(
@@ -167,7 +169,7 @@ async def test_a_client_that_did_not_ask_for_events_gets_none_but_sees_the_answe
 ) -> None:
     events: list[Any] = []
 
-    @helix.feature("lspAgent/event")
+    @handles(helix, "lspAgent/event")
     def on_event(params: Any) -> None:
         events.append(params)
 
@@ -176,7 +178,8 @@ async def test_a_client_that_did_not_ask_for_events_gets_none_but_sees_the_answe
     await command(helix, "lspAgent.ask", "what is the answer?")
 
     message = await shown(helix, "The answer")
-    assert "It is **41**." in message.message and message.type == types.MessageType.Info
+    assert "It is **41**." in message.message
+    assert message.type == types.MessageType.Info
     assert events == []
 
 
@@ -186,14 +189,15 @@ async def test_a_command_that_needs_approval_is_denied_when_the_client_cannot_as
     # Helix answers window/showMessageRequest with "method not found"; the test client cannot
     # (pytest-lsp fails a test on it), so it dismisses the question: the server treats both the
     # same, as no answer (lsp/port.py's ask_user).
-    @helix.feature(types.WINDOW_SHOW_MESSAGE_REQUEST)
+    @handles(helix, types.WINDOW_SHOW_MESSAGE_REQUEST)
     def no_answer(params: types.ShowMessageRequestParams) -> None:
         return None
 
     model.add(tool_call("bash", {"command": "touch made.txt"}), reply("could not"))
     await command(helix, "lspAgent.ask", "make a file")
     told = [m["content"] for m in model.requests[-1]["messages"] if m["role"] == "tool"][-1]
-    assert "not run" in told and "nobody answered" in told
+    assert "not run" in told
+    assert "nobody answered" in told
     assert not (two_folders[0] / "made.txt").exists()
 
 
@@ -214,11 +218,13 @@ async def test_progress_and_the_answer_for_a_client_that_shows_them(
         assert any("read_file" in (getattr(r, "message", "") or "") for r in reports)
         message = await shown(client, "It exports 41.")
         if name == "emacs":
-            assert client.shown_documents == [] and "the whole answer: " in message.message
+            assert client.shown_documents == []
+            assert "the whole answer: " in message.message
         else:
             (document,) = client.shown_documents
             path = Path(unquote(urlparse(document.uri).path))
-            assert path.suffix == ".md" and path.read_text() == "It exports 41.\n"
+            assert path.suffix == ".md"
+            assert path.read_text() == "It exports 41.\n"
     finally:
         await client.shutdown_session()
         await client.stop()
@@ -234,7 +240,8 @@ async def test_each_workspace_folder_runs_its_own_agent(
     try:
         with pytest.raises(JsonRpcException) as raised:
             await command(client, "lspAgent.ask", {"prompt": "hi"})
-        assert "2 folders" in str(raised.value) and str(front) in str(raised.value)
+        assert "2 folders" in str(raised.value)
+        assert str(front) in str(raised.value)
 
         for folder, mine, other in ((front, "app.js", "server.py"), (back, "server.py", "app.js")):
             model.add(tool_call("list_files", {}), reply("listed"))
@@ -242,7 +249,8 @@ async def test_each_workspace_folder_runs_its_own_agent(
             result = await command(client, "lspAgent.ask", {"prompt": "list", "uri": uri})
             assert result["status"] == "completed"
             listed = [m["content"] for m in model.requests[-1]["messages"] if m["role"] == "tool"]
-            assert mine in listed[-1] and other not in listed[-1]
+            assert mine in listed[-1]
+            assert other not in listed[-1]
 
         sessions = await command(client, "lspAgent.sessions", {})
         assert {item["folder"] for item in sessions} == {front.as_uri(), back.as_uri()}

@@ -169,7 +169,8 @@ async def test_two_interleaved_tool_calls_are_assembled_by_index(open_provider: 
         ("search", {"pattern": "def main"}),
     ]
     assert answer.tool_calls[0].id == "call_a"
-    assert answer.tool_calls[1].id and answer.tool_calls[1].id != "call_a"
+    assert answer.tool_calls[1].id
+    assert answer.tool_calls[1].id != "call_a"
     assert answer.message() == {
         "role": "assistant",
         "content": "Let me look.",
@@ -357,7 +358,8 @@ async def test_a_login_page_answered_with_200_is_named_a_web_page(open_provider:
     message, model = await refusal(open_provider, page(LOGIN_PAGE), reply("never"))
     assert f"{model.base_url}/chat/completions answered 200 with a web page" in message
     assert "'Sign in · Acme SSO'" in message
-    assert "lspAgent.baseUrl" in message and "/v1" in message
+    assert "lspAgent.baseUrl" in message
+    assert "/v1" in message
     assert "broke off" not in message
     assert len(model.requests) == 1
 
@@ -491,7 +493,8 @@ async def test_an_endpoint_nobody_listens_on_names_the_url_and_the_setting(
     message = caught.value.message
     assert caught.value.status is None
     assert f"cannot reach the model endpoint at {url}" in message
-    assert "lspAgent.baseUrl" in message and "LSP_AGENT_BASE_URL" in message
+    assert "lspAgent.baseUrl" in message
+    assert "LSP_AGENT_BASE_URL" in message
 
 
 async def test_a_base_url_without_scheme_gets_a_sentence(open_provider: Open) -> None:
@@ -510,7 +513,8 @@ async def test_a_wrong_api_key_is_refused_without_ever_showing_it(open_provider:
     assert any(secret in rejection for rejection in model.rejections)  # the server quoted it
     assert caught.value.status == 401
     assert f"the endpoint {model.base_url} refused the API key" in caught.value.message
-    assert "lspAgent.apiKey" in caught.value.message and "LSP_AGENT_API_KEY" in caught.value.message
+    assert "lspAgent.apiKey" in caught.value.message
+    assert "LSP_AGENT_API_KEY" in caught.value.message
     for text in (caught.value.message, str(caught.value), repr(caught.value), repr(provider)):
         assert secret not in text
     assert len(model.requests) == 1
@@ -532,7 +536,8 @@ async def test_an_unknown_model_lists_the_available_ones(open_provider: Open) ->
         await ask(open_provider(model.base_url, model="gpt-5"))
     message = caught.value.message
     assert f"model 'gpt-5' is not available at {model.base_url}" in message
-    assert "lspAgent.model" in message and "LSP_AGENT_MODEL" in message
+    assert "lspAgent.model" in message
+    assert "LSP_AGENT_MODEL" in message
     assert "available: llama3, qwen2.5-coder, mistral" in message
 
 
@@ -734,7 +739,8 @@ async def test_an_ollama_model_without_tools_is_named_and_a_model_that_can_is_su
     assert message.startswith(f"model 'gemma3:4b' at {model.base_url} cannot call tools")
     assert "does not support tools" in message  # what the server said
     assert "qwen2.5-coder:7b or llama3.1" in message
-    assert "ollama pull qwen2.5-coder:7b" in message and "lspAgent.model" in message
+    assert "ollama pull qwen2.5-coder:7b" in message
+    assert "lspAgent.model" in message
     assert len(model.requests) == 1  # not retried, and not taken for a streaming refusal
     assert model.requests[0]["stream"] is True
 
@@ -763,9 +769,11 @@ async def test_vllm_without_tool_parsing_is_told_which_flags_to_start_with(
     with ScriptedModel([vllm]) as model, pytest.raises(ProviderError) as caught:
         await ask(open_provider(model.base_url), tools=[READ_FILE])
     message = caught.value.message
-    assert "'test-model'" in message and "cannot call tools" in message
+    assert "'test-model'" in message
+    assert "cannot call tools" in message
     assert "restart vLLM with --enable-auto-tool-choice" in message
-    assert "--tool-call-parser" in message and "hermes" in message
+    assert "--tool-call-parser" in message
+    assert "hermes" in message
 
 
 @pytest.mark.parametrize(
@@ -906,7 +914,8 @@ def test_anthropic_request_turns_tool_calls_into_blocks_and_merges_results() -> 
     ]
     last = messages[2]["content"]
     assert [block["type"] for block in last] == ["tool_result", "tool_result", "text"]
-    assert last[0]["tool_use_id"] == "t1" and last[0]["content"] == "print('a')"
+    assert last[0]["tool_use_id"] == "t1"
+    assert last[0]["content"] == "print('a')"
     # Breakpoints: the system prompt, the end of the stored history, the reminder.
     assert "cache_control" not in last[0]
     assert last[1]["cache_control"] == {"type": "ephemeral"}
@@ -1025,6 +1034,7 @@ def test_retry_after_is_read_as_seconds_milliseconds_or_a_date() -> None:
     assert retry_after_seconds({"retry-after": "2"}) == 2.0
     assert retry_after_seconds({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
     in_ten = retry_after_seconds({"retry-after": formatdate(now + 10, usegmt=True)}, now=now)
-    assert in_ten is not None and 9 <= in_ten <= 11
+    assert in_ten is not None
+    assert 9 <= in_ten <= 11
     assert retry_after_seconds({"retry-after": "soon"}) is None
     assert retry_after_seconds({}) is None

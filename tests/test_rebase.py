@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lsp_agent.tools.rebase import rebase, split_lines
+from lsp_agent.text import split_lines
+from lsp_agent.tools.rebase import rebase
 
 FUNCTIONS = (
     "import os\n"
@@ -52,13 +53,15 @@ def test_typing_on_the_same_line_is_a_conflict_that_names_the_users_line() -> No
 
     result = rebase(FUNCTIONS, planned, current)
 
-    assert not result.clean and result.merged is None
+    assert not result.clean
+    assert result.merged is None
     [conflict] = result.conflicts
     assert (conflict.start, conflict.end) == (5, 5)
     assert conflict.current == ("    return f'hi {name}!'\n",)
     message = result.describe("app.py")
     assert message.startswith("not proposed — app.py changed after you read it")
-    assert "line 5 now reads:" in message and "5|     return f'hi {name}!'" in message
+    assert "line 5 now reads:" in message
+    assert "5|     return f'hi {name}!'" in message
     assert "Read the file again" in message
 
 

@@ -16,14 +16,6 @@ from tests.editor import Editor, start_editor
 from tests.fake_model import ScriptedModel, reply, tool_call
 
 
-async def wait_for_tool(editor: Editor, name: str, timeout: float = 20.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not any(e.get("name") == name for e in editor.events_of("tool")):
-        assert loop.time() < deadline, f"no {name} tool event; got {editor.events}"
-        await asyncio.sleep(0.02)
-
-
 async def kill(editor: Editor, turn: asyncio.Task[Any]) -> None:
     """SIGKILL the server process, as the OOM killer or a crash would."""
     server = editor.client._server
@@ -55,7 +47,7 @@ async def test_a_server_killed_mid_tool_is_resumed_by_a_new_one(
 
     model.add(tool_call("bash", {"command": "sleep 8"}, id="call_sleep"))
     turn = asyncio.create_task(first.ask("now wait for the build", session=session))
-    await wait_for_tool(first, "bash")
+    await first.wait_for_event("tool", name="bash")
     await kill(first, turn)
 
     second = await start_editor(
@@ -81,5 +73,6 @@ async def test_a_server_killed_mid_tool_is_resumed_by_a_new_one(
     assert (workspace / "notes.txt").read_text() == "keep me\n"
     assert "Wait for the build" in sent[-1]["content"], "the plan is rebuilt from the history"
     (entry,) = status.sessions
-    assert entry.turns == 3 and entry.contextTokens > 0
+    assert entry.turns == 3
+    assert entry.contextTokens > 0
     assert 0 <= entry.cachedShare <= 1, "the cached share of the last request is shown"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -17,7 +18,6 @@ import pytest
 
 from lsp_agent.context.cap import Spills
 from lsp_agent.errors import ToolError
-from lsp_agent.safety import sandbox as sandbox_module
 from lsp_agent.safety.limits import MAX_PROCESSES, cgroup_parent
 from lsp_agent.safety.protected import guards
 from lsp_agent.safety.sandbox import (
@@ -53,8 +53,11 @@ def test_bwrap_options_make_everything_read_only_but_the_workspace() -> None:
     # --new-session would move the sandbox out of the process group a kill reaches (see
     # test_shell: a command cancelled while it starts); start_new_session does its job.
     assert "--new-session" not in args
-    assert "--share-net" not in args and "--unshare-user" not in args
-    assert "--tmpfs /tmp" in text and "--tmpfs /run" in text and "--dev /dev" in text
+    assert "--share-net" not in args
+    assert "--unshare-user" not in args
+    assert "--tmpfs /tmp" in text
+    assert "--tmpfs /run" in text
+    assert "--dev /dev" in text
     # order matters: later mounts cover earlier ones
     assert text.index("--tmpfs /tmp") < text.index(f"--bind {root} {root}")
     assert text.index(f"--bind {root} {root}") < text.index(f"--ro-bind {root}/.git {root}/.git")
@@ -72,8 +75,10 @@ def test_the_seatbelt_profile_denies_by_default_and_guards_the_protected_paths()
     profile = seatbelt_profile(root, tmp=Path("/private/var/folders/x/T/lsp-agent-tmp-1"))
 
     lines = profile.splitlines()
-    assert lines[0] == "(version 1)" and lines[1] == "(deny default)"
-    assert "(deny network*)" in lines and "(allow network" not in profile
+    assert lines[0] == "(version 1)"
+    assert lines[1] == "(deny default)"
+    assert "(deny network*)" in lines
+    assert "(allow network" not in profile
     assert "(allow file-read*)" in lines
     assert "(allow process-exec process-fork" in profile
     assert '(subpath "/Users/me/my \\"project\\"")' in profile  # quotes escaped
@@ -120,24 +125,29 @@ def test_the_environment_keeps_only_the_allowlist() -> None:
         "GIT_DISCOVERY_ACROSS_FILESYSTEM",
         "LSP_AGENT_SANDBOX",
     }
-    assert env["TMPDIR"] == "/tmp" and env["GIT_PAGER"] == "cat"
+    assert env["TMPDIR"] == "/tmp"
+    assert env["GIT_PAGER"] == "cat"
 
 
 @needs_bwrap
 def test_the_probe_runs_a_real_sandbox_and_says_so() -> None:
     found = probe()
     assert found == Availability(found.kind, found.reason)
-    assert found.kind == "bwrap" and found.sandboxed
-    assert "bubblewrap" in found.reason and "no network" in found.reason
+    assert found.kind == "bwrap"
+    assert found.sandboxed
+    assert "bubblewrap" in found.reason
+    assert "no network" in found.reason
     assert probe() is found  # once per process
 
 
 def test_without_bwrap_the_probe_says_none_and_why(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sandbox_module.platform, "system", lambda: "Linux")
-    monkeypatch.setattr(sandbox_module.shutil, "which", lambda name: None)
+    monkeypatch.setattr(platform, "system", lambda: "Linux")
+    monkeypatch.setattr(shutil, "which", lambda name: None)
     found = probe.__wrapped__()
-    assert found.kind == "none" and not found.sandboxed
-    assert "bwrap is not installed" in found.reason and "bubblewrap" in found.reason
+    assert found.kind == "none"
+    assert not found.sandboxed
+    assert "bwrap is not installed" in found.reason
+    assert "bubblewrap" in found.reason
 
 
 def test_when_bwrap_cannot_make_namespaces_the_probe_says_so(
@@ -149,23 +159,26 @@ def test_when_bwrap_cannot_make_namespaces_the_probe_says_so(
         "kernel does not allow non-privileged user namespaces' >&2\nexit 1\n"
     )
     fake.chmod(0o755)
-    monkeypatch.setattr(sandbox_module.platform, "system", lambda: "Linux")
-    monkeypatch.setattr(sandbox_module.shutil, "which", lambda name: str(fake))
+    monkeypatch.setattr(platform, "system", lambda: "Linux")
+    monkeypatch.setattr(shutil, "which", lambda name: str(fake))
     found = probe.__wrapped__()
     assert found.kind == "none"
-    assert "user namespaces" in found.reason and "unsandboxed" in found.reason
+    assert "user namespaces" in found.reason
+    assert "unsandboxed" in found.reason
 
 
 def test_on_other_systems_there_is_no_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sandbox_module.platform, "system", lambda: "Windows")
+    monkeypatch.setattr(platform, "system", lambda: "Windows")
     found = probe.__wrapped__()
-    assert found.kind == "none" and "Windows" in found.reason
+    assert found.kind == "none"
+    assert "Windows" in found.reason
 
 
 def test_with_no_sandbox_the_command_is_unchanged(tmp_path: Path) -> None:
     box = Sandbox(tmp_path, Availability("none", "test"))
     with box.command(["/bin/sh", "-c", "true"], spill_dir=tmp_path) as launch:
-        assert launch.argv == ["/bin/sh", "-c", "true"] and launch.pass_fds == ()
+        assert launch.argv == ["/bin/sh", "-c", "true"]
+        assert launch.pass_fds == ()
 
 
 @needs_bwrap
@@ -211,7 +224,8 @@ def test_a_protected_path_that_is_a_symlink_is_refused(tmp_path: Path) -> None:
     box = Sandbox(tmp_path, Availability("bwrap", "test"))
     with pytest.raises(ToolError) as refused, box.command(["true"], spill_dir=tmp_path):
         pass
-    assert ".vscode" in refused.value.message and "symlink" in refused.value.message
+    assert ".vscode" in refused.value.message
+    assert "symlink" in refused.value.message
 
 
 @needs_bwrap
@@ -264,7 +278,8 @@ async def test_a_worktree_git_file_pointing_inside_protects_the_real_git_folder(
 def test_the_seccomp_program_is_known_for_the_common_machines() -> None:
     for machine in ("x86_64", "aarch64"):
         program = seccomp_filter(machine)
-        assert program is not None and len(program) == 17 * 8  # seventeen BPF instructions
+        assert program is not None
+        assert len(program) == 17 * 8
     assert seccomp_filter("riscv64") is None  # unknown numbers: no filter rather than a wrong one
 
 
@@ -327,14 +342,16 @@ def test_the_kernel_knobs_dev_and_the_private_mounts_are_bounded() -> None:
 
     assert "--ro-bind /proc/sys /proc/sys" in text  # root could write core_pattern otherwise
     assert text.index("--proc /proc") < text.index("--ro-bind /proc/sys /proc/sys")
-    assert "--remount-ro /dev" in text and "--tmpfs /dev/shm" in text
+    assert "--remount-ro /dev" in text
+    assert "--tmpfs /dev/shm" in text
     for mount in ("/tmp", "/run", "/dev/shm"):
         assert args[args.index(mount) - 3] == "--size", mount
     # a pinned folder is bound onto itself before the protected path inside it
     assert text.index(f"--bind {root} {root}") < text.index(f"--bind {root}/sub {root}/sub")
     assert text.index(f"--bind {root}/sub") < text.index(f"--ro-bind {root}/sub/.git")
     unsized = " ".join(bwrap_args(root, sized=False))
-    assert "--size" not in unsized and "--tmpfs /tmp" in unsized
+    assert "--size" not in unsized
+    assert "--tmpfs /tmp" in unsized
 
 
 def make_repository(root: Path) -> None:
@@ -366,9 +383,11 @@ def test_paths_found_by_looking_are_guarded(tmp_path: Path) -> None:
     found = {guard.path.relative_to(root).as_posix(): guard for guard in guards(root, box.scanner)}
 
     for name in (*PROTECTED_DIRS, *PROTECTED_FILES):
-        assert name in found and not found[name].must_exist
+        assert name in found
+        assert not found[name].must_exist
     assert found["deep/nested/.git"].must_exist  # what was found is guarded while it exists
-    assert found["tools/env"].must_exist and found["envs/conda"].must_exist
+    assert found["tools/env"].must_exist
+    assert found["envs/conda"].must_exist
     assert not found["vendor/lib/.git"].must_exist  # a submodule not checked out: a placeholder
     assert {".husky", ".husky/_", "team.gitconfig"} <= set(found)
 
@@ -407,7 +426,8 @@ def test_a_symlink_on_the_way_to_a_protected_path_is_refused(tmp_path: Path) -> 
     box = Sandbox(root, Availability("bwrap", "test"))
     with pytest.raises(ToolError) as refused, box.command(["true"], spill_dir=tmp_path):
         pass
-    assert "venv" in refused.value.message and "symlink" in refused.value.message
+    assert "venv" in refused.value.message
+    assert "symlink" in refused.value.message
 
 
 @needs_bwrap

@@ -1,4 +1,6 @@
-"""How editors reach the server besides stdio, and how settings changes reach it."""
+"""How editors reach the server besides stdio, and how settings changes reach it. Each story is
+about one server's start or settings, so each starts its own, with VS Code's capabilities (the
+way settings travel is the same for every client: `workspace/configuration`)."""
 
 from __future__ import annotations
 
@@ -12,13 +14,14 @@ from lsprotocol import types
 from pytest_lsp import LanguageClient, client_capabilities
 from pytest_lsp.client import make_test_lsp_client
 
-from tests.conftest import settings_for
-from tests.editor import Editor, server_env, start_editor
+from tests.conftest import Launcher, settings_for
+from tests.editor import server_env
 from tests.fake_model import ScriptedModel, reply
 
 
 async def connect(client: LanguageClient, port: int, timeout: float = 20.0) -> None:
-    """Connect once the server listens (it serves the first connection it accepts)."""
+    """Connect once the server listens (it serves the first connection it accepts). It says
+    nothing when it starts listening, so a refused connection is tried again (a hang guard)."""
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -53,7 +56,9 @@ async def test_serve_over_tcp_answers_an_ask(
         result = await client.workspace_execute_command_async(
             types.ExecuteCommandParams(command="lspAgent.ask", arguments=[{"prompt": "hi"}])
         )
-        assert result["status"] == "completed" and result["answer"] == "over tcp"
+        assert result is not None
+        assert result["status"] == "completed"
+        assert result["answer"] == "over tcp"
         await client.shutdown_session()
         await client.stop()
     finally:
@@ -61,41 +66,27 @@ async def test_serve_over_tcp_answers_an_ask(
         server.wait(10)
 
 
-async def test_changed_settings_apply_to_the_next_ask(editor: Editor, model: ScriptedModel) -> None:
-    model.add(reply("first"))
-    await editor.ask("hi")
-    editor.client.set_configuration({"lspAgent": settings_for(model, maxTurns=7)})
-    editor.client.workspace_did_change_configuration(
-        types.DidChangeConfigurationParams(settings=None)
-    )
-
-    deadline = time.monotonic() + 20
-    while True:
-        status = await editor.command("lspAgent.status", {})
-        if status.settings.maxTurns.value == 7 or time.monotonic() > deadline:
-            break
-        await asyncio.sleep(0.05)
-    assert status.settings.maxTurns.value == 7
-    assert status.settings.maxTurns.source == "editor"
-
-
-async def test_settings_of_the_wrong_shape_get_a_warning_not_a_crash(
-    workspace: Path, state_dir: Path, home: Path
+async def test_changed_settings_apply_to_the_next_ask(
+    launch: Launcher, model: ScriptedModel
 ) -> None:
-    editor = await start_editor(
-        workspace,
-        "visual-studio-code",
-        None,
-        state_dir=state_dir,
-        home=home,  # type: ignore[arg-type]
-    )
-    try:
+    async with launch("visual-studio-code", settings_for(model)) as editor:
+        model.add(reply("first"))
+        await editor.ask("hi")
+
+        # The user sets maxTurns; this returns once the server reports every setting as set.
+        await editor.configure(settings_for(model, maxTurns=7))
+
         status = await editor.command("lspAgent.status", {})
-        assert status.model is None and status.settings.model.source == "default"
+        assert status.settings.maxTurns.value == 7
+        assert status.settings.maxTurns.source == "editor"
+
+
+async def test_settings_of_the_wrong_shape_get_a_warning_not_a_crash(launch: Launcher) -> None:
+    async with launch("visual-studio-code", None) as editor:
+        status = await editor.command("lspAgent.status", {})
+        assert status.model is None
+        assert status.settings.model.source == "default"
         assert any("must be an object" in m.message for m in editor.client.messages)
-    finally:
-        await editor.client.shutdown_session()
-        await editor.client.stop()
 
 
 async def test_serve_accepts_the_stdio_flag_language_clients_append(
@@ -116,6 +107,7 @@ async def test_serve_accepts_the_stdio_flag_language_clients_append(
     result = await client.workspace_execute_command_async(
         types.ExecuteCommandParams(command="lspAgent.ask", arguments=[{"prompt": "hi"}])
     )
+    assert result is not None
     assert result["answer"] == "over stdio"
     await client.shutdown_session()
     await client.stop()

@@ -56,6 +56,14 @@ def call(call_id: str, name: str = "bash") -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}
 
 
+def next_millisecond() -> None:
+    """Return once the clock has moved on to the next millisecond (`started` keeps no finer
+    time), so that the next session starts later than the last."""
+    now = time.time_ns() // 1_000_000
+    while time.time_ns() // 1_000_000 == now:
+        pass
+
+
 def test_a_session_written_by_one_process_is_resumed_by_the_next(root: Path, state: Path) -> None:
     first = SessionStore(root, state)
     transcript = first.create()
@@ -117,9 +125,9 @@ def test_sessions_are_listed_newest_first_with_title_and_prompt_count(
     prompt(old, 1, "Fix the failing test in test_api.py\n\nThe user is looking at api.py")
     reply(old, 1, "Fixed.")
     prompt(old, 2, "Now add a changelog entry")
-    time.sleep(0.01)  # started times are kept to the millisecond
+    next_millisecond()  # started times are kept to the millisecond
     empty = store.create()
-    time.sleep(0.01)
+    next_millisecond()
     new = store.create()
     prompt(new, 1, "   \n  Explain   this " + "very " * 30 + "long function")
 
@@ -180,7 +188,7 @@ def test_latest_is_the_most_recent_session_or_none(root: Path, state: Path) -> N
     assert store.latest() is None
 
     store.create()
-    time.sleep(0.01)
+    next_millisecond()
     newest = store.create()
 
     latest = SessionStore(root, state).latest()

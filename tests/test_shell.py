@@ -74,8 +74,10 @@ async def test_the_command_runs_in_the_workspace_and_can_write_there(
     root: Path, spills: Spills
 ) -> None:
     code, output, _ = await run("pwd; echo made > out.txt; mkdir -p a/b", root, spills)
-    assert code == 0 and output == f"{root}\n"
-    assert (root / "out.txt").read_text() == "made\n" and (root / "a" / "b").is_dir()
+    assert code == 0
+    assert output == f"{root}\n"
+    assert (root / "out.txt").read_text() == "made\n"
+    assert (root / "a" / "b").is_dir()
 
 
 async def test_the_tools_an_agent_needs_work_inside(root: Path, spills: Spills) -> None:
@@ -93,7 +95,9 @@ async def test_the_tools_an_agent_needs_work_inside(root: Path, spills: Spills) 
         spills,
     )
     assert code == 0, output
-    assert " M test_x.py" in output and "42" in output and "test_x.py:2:" in output
+    assert " M test_x.py" in output
+    assert "42" in output
+    assert "test_x.py:2:" in output
     assert "1 passed" in output
 
 
@@ -102,7 +106,8 @@ async def test_a_timeout_kills_the_whole_process_group(root: Path, spills: Spill
     code, _, timed_out = await run(
         f"sleep {sleep} & sleep {sleep}; echo never", root, spills, timeout=1
     )
-    assert timed_out and code is None
+    assert timed_out
+    assert code is None
     assert gone(sleep)
 
 
@@ -145,7 +150,8 @@ async def test_a_command_cancelled_while_it_starts_leaves_nothing_running(
 
 async def test_the_command_has_no_terminal_to_type_into(root: Path, spills: Spills) -> None:
     _, output, _ = await run("exec 3</dev/tty && echo has-a-terminal || echo none", root, spills)
-    assert output.endswith("none\n") and "has-a-terminal" not in output
+    assert output.endswith("none\n")
+    assert "has-a-terminal" not in output
 
 
 @pytest.mark.parametrize("sandboxed", [True, False], ids=["bwrap", "unsandboxed"])
@@ -169,7 +175,8 @@ async def test_binary_output_does_not_break_the_result(root: Path, spills: Spill
     code, output, _ = await run("head -c 4000 /dev/urandom; printf '\\0\\033[31mx'", root, spills)
     assert code == 0
     json.dumps(output)  # fit for a model request
-    assert "\x00" not in output and "\x1b" not in output
+    assert "\x00" not in output
+    assert "\x1b" not in output
 
 
 async def test_output_over_the_cap_is_spilled_where_the_next_command_can_read_it(
@@ -180,7 +187,8 @@ async def test_output_over_the_cap_is_spilled_where_the_next_command_can_read_it
     )
     excerpt = result.output
     assert excerpt.spill is not None
-    assert excerpt.head.startswith("1\n2\n") and excerpt.tail.endswith("99999\n100000\n")
+    assert excerpt.head.startswith("1\n2\n")
+    assert excerpt.tail.endswith("99999\n100000\n")
     code, output, _ = await run(f"sed -n '50000,50002p' {excerpt.spill}", root, spills)
     assert (code, output) == (0, "50000\n50001\n50002\n")
     code, output, _ = await run(f"echo x >> {excerpt.spill}", root, spills)
@@ -196,7 +204,9 @@ async def test_the_environment_is_rebuilt_from_an_allowlist(
     monkeypatch.setenv("LC_ALL", "C.UTF-8")
     code, output, _ = await run("env", root, spills)
     assert code == 0
-    assert "leak" not in output and "LC_ALL=C.UTF-8" in output and "PATH=" in output
+    assert "leak" not in output
+    assert "LC_ALL=C.UTF-8" in output
+    assert "PATH=" in output
 
 
 async def test_the_model_pages_a_spill_file_and_it_is_gone_when_the_turn_ends(
@@ -223,7 +233,8 @@ async def test_the_model_pages_a_spill_file_and_it_is_gone_when_the_turn_ends(
 
         assert result.status == "completed"
         told = [m["content"] for m in model.requests[-1]["messages"] if m["role"] == "tool"]
-    assert told[1].startswith("exit code 0") and "\n77777\n" in told[1]  # read without a question
+    assert told[1].startswith("exit code 0")
+    assert "\n77777\n" in told[1]
     (spill,) = seen
     assert not Path(spill).exists()  # swept at the end of the turn
     assert [e for e in port.events if e["kind"] == "permission"] == []

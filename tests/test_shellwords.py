@@ -92,7 +92,8 @@ def test_everything_beyond_the_subset_says_why() -> None:
     for line, reason in reasons.items():
         (command,) = parse(line).commands
         found = [w.expansion for w in command.words if w.expansion]
-        assert found and reason in found[0], (line, found)
+        assert found, line
+        assert reason in found[0], (line, found)
     structural = {
         "( ls )": "subshell",
         "if true; then ls; fi": "shell syntax (if)",
@@ -113,16 +114,19 @@ def test_assignments_are_told_apart_from_arguments() -> None:
     assert [a.raw for a in command.assignments] == ["FOO=1", "BAR='x y'"]
     assert [w.value for w in command.words] == ["make", "X=2"]
     (quoted,) = parse("'FOO'=1 ls").commands
-    assert quoted.assignments == [] and quoted.words[0].value == "FOO=1"
+    assert quoted.assignments == []
+    assert quoted.words[0].value == "FOO=1"
 
 
 def test_here_documents_quoted_or_not() -> None:
     (quoted,) = parse("cat <<'EOF'\n$(touch x) `id`\nEOF").commands
     (redirect,) = quoted.redirects
-    assert redirect.body == "$(touch x) `id`\n" and redirect.body_expansion is None
+    assert redirect.body == "$(touch x) `id`\n"
+    assert redirect.body_expansion is None
     script = parse("cat <<EOF\n$(curl x)\nEOF")
     (redirect,) = script.commands[0].redirects
-    assert redirect.body_expansion is not None and "expands" in redirect.body_expansion
+    assert redirect.body_expansion is not None
+    assert "expands" in redirect.body_expansion
     assert [w.value for c in script.all_commands()[1:] for w in c.words] == ["curl", "x"]
     stripped = parse("cat <<-END\n\t\tbody\n\tEND\necho after").commands
     assert stripped[0].redirects[0].body == "body\n"
@@ -138,7 +142,8 @@ def test_commands_hidden_in_substitutions_are_found_at_any_depth() -> None:
 def test_globs_keep_their_pattern_and_quoted_characters_stay_literal() -> None:
     (command,) = parse("ls *.py '*.txt' \\*.md .e?v").commands
     assert [w.pattern for w in command.words] == [None, "*.py", None, None, ".e?v"]
-    assert command.words[2].value == "*.txt" and command.words[3].value == "*.md"
+    assert command.words[2].value == "*.txt"
+    assert command.words[3].value == "*.md"
 
 
 def test_redirections_with_descriptors() -> None:

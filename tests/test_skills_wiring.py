@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lsp_agent.testing import MemoryPort
-from tests.fake_model import ScriptedModel, reply, tool_call
+from tests.fake_model import ScriptedModel, ToolCalls, reply, tool_call
 from tests.test_agent import make_agent, results
 
 SCAFFOLD = """\
@@ -26,7 +26,7 @@ def add_skill(workspace: Path) -> None:
     (folder / "SKILL.md").write_text(SCAFFOLD)
 
 
-def write_module() -> object:
+def write_module() -> ToolCalls:
     return tool_call("write_file", {"path": "new_module.py", "content": '"""New."""\n'})
 
 
@@ -49,7 +49,8 @@ async def test_a_skill_tool_is_locked_until_the_model_loads_the_skill(
     assert "- scaffold: Create new modules the way this project lays them out." in system
     assert "New modules go under src/" not in system  # the body waits for load_skill
     locked, loaded, created = results(model.requests[-1])
-    assert "write_file is locked" in locked and "'scaffold'" in locked
+    assert "write_file is locked" in locked
+    assert "'scaffold'" in locked
     assert "New modules go under src/ and start with a docstring." in loaded
     assert "created" in created
     assert result.edits.applied == 1

@@ -27,5 +27,7 @@ async def test_edit_attempts_are_recorded_and_a_resumed_session_keeps_its_figure
     assert (figures["attempts"], figures["failures"]) == (1, {"unread": 1})
     records = [json.loads(line) for line in session.transcript.path.read_text().splitlines()]
     (event,) = [r for r in records if r.get("kind") == "edit" and r.get("type") == "event"]
-    assert event["tool"] == "edit_file" and event["paths"] == ["hello.py"]
-    assert event["ok"] is False and event["reason"] == "unread"
+    assert event["tool"] == "edit_file"
+    assert event["paths"] == ["hello.py"]
+    assert event["ok"] is False
+    assert event["reason"] == "unread"

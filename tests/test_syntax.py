@@ -159,5 +159,6 @@ def test_the_next_edit_of_a_large_file_is_parsed_from_the_last_tree() -> None:
     assert syntax._TREES.get("python", second) is not None
     incremental = check("big.py", second, third)
     syntax._TREES.clear()
-    assert incremental is not None and incremental == check("big.py", second, third)
+    assert incremental is not None
+    assert incremental == check("big.py", second, third)
     assert "at line 6002" in incremental

@@ -74,4 +74,6 @@ async def test_llama_server_without_jinja_ends_the_turn_after_the_streaming_fall
         for line in transcript.splitlines()
         if line.startswith("{") and (record := json.loads(line)).get("type") == "turn"
     ]
-    assert turns and turns[-1]["status"] == FAILED and turns[-1]["error"] == result.error
+    assert turns
+    assert turns[-1]["status"] == FAILED
+    assert turns[-1]["error"] == result.error

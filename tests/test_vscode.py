@@ -85,9 +85,11 @@ def test_ask_streams_the_answer_and_the_user_accepts_one_edit_and_rejects_anothe
     # What the model was told: applied, then rejected with the user's reason.
     assert model.remaining == 0, model.rejections
     *_, after_accept = tool_results(model.requests[2])
-    assert "applied" in after_accept and "rejected" not in after_accept
+    assert "applied" in after_accept
+    assert "rejected" not in after_accept
     *_, after_reject = tool_results(model.requests[3])
-    assert "rejected" in after_reject and "keep the timeout at 30 seconds" in after_reject
+    assert "rejected" in after_reject
+    assert "keep the timeout at 30 seconds" in after_reject
 
     vscode.save_media(review, output)
 

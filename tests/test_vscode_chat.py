@@ -63,7 +63,8 @@ def widen_sidebar(vscode: VSCode, width: int = 460) -> None:
 
 
 def open_file(vscode: VSCode, name: str) -> None:
-    """Quick Open (Ctrl+P) the file and wait for its tab."""
+    """Quick Open (Ctrl+P) the file; return once its tab shows and its editor has the keyboard
+    (the tab comes first: a key pressed in between goes elsewhere)."""
     page = vscode.page
     page.locator(".monaco-workbench").click(position={"x": 900, "y": 300})
     page.keyboard.press("Control+P")
@@ -73,6 +74,7 @@ def open_file(vscode: VSCode, name: str) -> None:
     vscode.workbench.quick_input.locator(".monaco-list-row", has_text=name).first.click()
     label = page.locator(".label-name", has_text=re.compile(f"^{re.escape(name)}$"))
     page.locator(".tab").filter(has=label).wait_for()
+    page.locator(".editor-group-container .monaco-editor.focused").wait_for()
 
 
 @pytest.mark.timeout(600)

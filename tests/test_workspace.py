@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import posixpath
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -322,7 +321,7 @@ SEGMENTS = ["a", "sub", "..", ".", ".git", ".env.x", ".venv", "x.py", "out", "up
 
 
 @pytest.fixture(scope="module")
-def maze(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def maze(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A workspace full of traps: links outside, upwards, into .git, and protected folders."""
     base = tmp_path_factory.mktemp("maze")
     root = base / "ws"
@@ -336,7 +335,7 @@ def maze(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     (root / "sub" / "up").symlink_to("..")
     (root / "gitlink").symlink_to(".git")
     (root / "a" / "gitlink").symlink_to("../.git/a")
-    yield root
+    return root
 
 
 def oracle(root: Path, path: str) -> Path | None:
@@ -369,7 +368,11 @@ def test_resolve_never_returns_a_path_outside_or_protected(maze: Path, path: str
     try:
         resolved = ws.resolve(path)
     except ToolError as error:
-        assert error.reason == "path"
+        refused: ToolError | None = error
+    else:
+        refused = None
+    if refused is not None:  # refusing is fine, for the reason of a path that may not be used
+        assert refused.reason == "path"
         return
     assert resolved == resolved.resolve()
     assert resolved.is_relative_to(ws.root)

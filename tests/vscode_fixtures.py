@@ -119,11 +119,12 @@ def vscode(
                     **extra_env,
                 }
             )
+        browser_env: dict[str, str | float | bool] = {**server.env()}  # its own HOME and XDG
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(
                 executable_path=str(harness.CHROMIUM),
                 args=harness.CHROMIUM_ARGS,
-                env=server.env(),  # Chromium's own HOME and XDG dirs too
+                env=browser_env,
             )
             try:
                 page = browser.new_page(viewport=harness.VIEWPORT)

@@ -32,7 +32,10 @@ import time
 import urllib.request
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from playwright.sync_api import ViewportSize
 
 ROOT = Path(__file__).resolve().parent.parent
 EXTENSION = ROOT / "editors" / "vscode"
@@ -48,7 +51,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-VIEWPORT = {"width": 1280, "height": 800}
+VIEWPORT: ViewportSize = {"width": 1280, "height": 800}
 # Not copied to the build: what builds produce. Not in the source hash: the screenshots too.
 _BUILT = {"node_modules", "out", "dist", ".vscode-test"}
 _NOT_HASHED = {"media"}
@@ -230,8 +233,8 @@ class CodeServer:
         # Unix sockets (code-server's, VS Code's IPC, Chromium's) need paths under 108 bytes:
         # they go to a short folder of their own, not under pytest's long tmp paths.
         self.sockets = Path(tempfile.mkdtemp(prefix="vsc-", dir="/tmp"))
-        for folder in ("run", "tmp"):
-            (self.sockets / folder).mkdir(mode=0o700)
+        for name in ("run", "tmp"):
+            (self.sockets / name).mkdir(mode=0o700)
 
     @property
     def url(self) -> str:
