@@ -614,12 +614,15 @@ async def test_without_a_watcher_one_comparison_per_turn_reports_the_same(repo: 
         assert (
             entries[0].detail == "branch changed from main to other; same commit, no file differs"
         )
-        # Later calls of the same turn do not compare again: the agent's own work is not news.
-        (repo / "README.md").write_text("# the agent's own command wrote this\n")
+        # Later calls of the same turn do not compare again; what changed meanwhile is told by
+        # the next turn's comparison (the end of the turn does not take it in unseen).
+        (repo / "README.md").write_text("# the user typed this during the turn\n")
         assert paths(await tracker.changes_since_snapshot()) == {"src/util.py"}
         await tracker.snapshot()
         (repo / "src" / "pkg" / "core.py").write_text("value = 2\n")
-        assert paths(await tracker.changes_since_snapshot()) == {"src/pkg/core.py"}
+        assert paths(await tracker.changes_since_snapshot()) == {"README.md", "src/pkg/core.py"}
+        await tracker.snapshot()
+        assert paths(await tracker.changes_since_snapshot()) == set()
     finally:
         await tracker.stop()
 
@@ -683,10 +686,10 @@ async def test_running_out_of_watches_later_stops_watching_without_losing_change
             await asyncio.sleep(0.05)
         assert tracker.watching == "polling"
         assert len(logged) == 1
-        (repo / "src" / "util.py").write_text("X = 9\n")
+        (repo / "src" / "util.py").write_text("X = 9\n")  # during the turn: told at the next
         await tracker.snapshot()
         (repo / "README.md").write_text("# next turn\n")
-        assert paths(await tracker.changes_since_snapshot()) == {"README.md"}
+        assert paths(await tracker.changes_since_snapshot()) == {"README.md", "src/util.py"}
     finally:
         await tracker.stop()
 

@@ -180,11 +180,16 @@ async def test_changes_are_compared_once_per_turn(workspace: Path) -> None:
     (workspace / "hello.py").write_text("by the user\n")
     first = await changes.changes()
 
-    (workspace / "agent_edit.py").write_text("the agent's own edit, mid-turn\n")
+    (workspace / "notes.py").write_text("typed by the user, mid-turn\n")
 
     assert await changes.changes() == first
     assert "- hello.py: modified by the user" in first
-    assert "agent_edit.py" not in first
+    assert "notes.py" not in first
+    await changes.snapshot()
+    # The next turn's one comparison tells what changed since this turn's.
+    second = await changes.changes()
+    assert "- notes.py: added by the user" in second
+    assert "hello.py" not in second
     await changes.snapshot()
     assert await changes.changes() == ""
     await tracker.stop()

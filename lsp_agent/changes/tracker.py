@@ -296,9 +296,15 @@ class ChangeTracker:
             return
         await self._wait_started()
         async with self._refresh_lock:
-            await self._refresh(compare=self.watching in ("polling", "none"))
-            # Without a watcher, the next call compares again: the user's time starts now. Not
-            # for the session's first snapshot, taken at the first call of a turn.
+            unwatched = self.watching in ("polling", "none")
+            if unwatched and not first:
+                # Without a watcher the state is known as of this turn's comparison. A snapshot
+                # of that state (not of a new comparison, which would take in what the user
+                # changed during the turn unseen) leaves those changes to the next turn's
+                # comparison, which tells them; the agent's own edits are told apart as always.
+                self._keep(key, _Baseline(self._source.head))
+                return
+            await self._refresh(compare=unwatched)
             self._keep(key, _Baseline(self._source.head, compared=first))
 
     async def changes_since_snapshot(
