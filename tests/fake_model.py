@@ -287,6 +287,20 @@ def text_chunks(*pieces: str, finish: str = "stop") -> list[Body]:
     return [*(chunk({"content": piece}) for piece in pieces), chunk({}, finish)]
 
 
+def told(model: ScriptedModel, tool: str) -> str:
+    """What the model was told the last time `tool` ran."""
+    for request in reversed(model.requests):
+        calls = {
+            call["id"]: call["function"]["name"]
+            for message in request["messages"]
+            for call in message.get("tool_calls") or []
+        }
+        for message in reversed(request["messages"]):
+            if message["role"] == "tool" and calls.get(message["tool_call_id"]) == tool:
+                return str(message["content"])
+    raise AssertionError(f"the model was never told about {tool}")
+
+
 def note(request: Body) -> str:
     """The `<file_changes>` block of a request's reminder, its last message ("" when none)."""
     text = str(request["messages"][-1]["content"])

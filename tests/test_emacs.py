@@ -32,7 +32,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
 from tests.editor import handles
-from tests.fake_model import ScriptedModel, reply, tool_call
+from tests.fake_model import ScriptedModel, reply, told, tool_call
 from tests.test_neovim_typing import held_until
 from tests.test_plain_lsp import command, plain
 
@@ -260,20 +260,6 @@ def emacs_with(
     yield open_emacs
     for emacs in opened:
         emacs.close()
-
-
-def told(model: ScriptedModel, tool: str) -> str:
-    """What the model was told the last time `tool` ran."""
-    for request in reversed(model.requests):
-        calls = {
-            call["id"]: call["function"]["name"]
-            for message in request["messages"]
-            for call in message.get("tool_calls") or []
-        }
-        for message in reversed(request["messages"]):
-            if message["role"] == "tool" and calls.get(message["tool_call_id"]) == tool:
-                return str(message["content"])
-    raise AssertionError(f"the model was never told about {tool}")
 
 
 def reminder(request: dict[str, Any]) -> str:

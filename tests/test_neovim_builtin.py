@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from lsprotocol import types
 
-from tests.fake_model import ScriptedModel, reply, tool_call
+from tests.fake_model import ScriptedModel, reply, told, tool_call
 from tests.neovim import Neovim, neovim_env, nvim
 from tests.test_neovim_typing import Rpc
 from tests.test_plain_lsp import command, plain, shown
@@ -141,20 +141,6 @@ def session(
     opened = Session(nvim, workspace, tmp_path, model.base_url)
     yield opened
     opened.close()
-
-
-def told(model: ScriptedModel, tool: str) -> str:
-    """What the model was told the last time `tool` ran."""
-    for request in reversed(model.requests):
-        calls = {
-            call["id"]: call["function"]["name"]
-            for message in request["messages"]
-            for call in message.get("tool_calls") or []
-        }
-        for message in reversed(request["messages"]):
-            if message["role"] == "tool" and calls.get(message["tool_call_id"]) == tool:
-                return str(message["content"])
-    raise AssertionError(f"the model was never told about {tool}")
 
 
 def test_ask_edits_the_buffer_unasked_and_shows_the_answer(

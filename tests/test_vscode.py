@@ -20,7 +20,14 @@ import pytest
 from tests import vscode_fixtures as fixtures
 from tests import vscode_harness as harness
 from tests.fake_model import ScriptedModel, reply, tool_call, tool_calls
-from tests.vscode_fixtures import VSCode, output_lines, review_button, tool_results
+from tests.vscode_fixtures import (
+    LIMITS,
+    VSCode,
+    lines_text,
+    output_lines,
+    review_button,
+    tool_results,
+)
 
 # The fixtures every VS Code test module uses (pytest finds them as module attributes).
 build, vscode = fixtures.build, fixtures.vscode
@@ -92,26 +99,6 @@ def test_ask_streams_the_answer_and_the_user_accepts_one_edit_and_rejects_anothe
     assert "keep the timeout at 30 seconds" in after_reject
 
     vscode.save_media(review, output)
-
-
-LIMITS = [
-    "PORT = 8000",
-    "TIMEOUT = 30",
-    "RETRIES = 3",
-    "WORKERS = 4",
-    "BACKLOG = 128",
-    "MAX_BODY = 1024",
-    "CHUNK = 64",
-    "QUEUE = 16",
-    "IDLE = 300",
-    "KEEPALIVE = 5",
-    "LOG_LEVEL = 20",
-    "DEBUG = False",
-]
-
-
-def lines_text(lines: list[str]) -> str:
-    return "".join(line + "\n" for line in lines)
 
 
 @pytest.mark.timeout(900)  # run alone, it also builds the extension and installs code-server

@@ -20,7 +20,14 @@ import pytest
 from tests import vscode_fixtures as fixtures
 from tests import vscode_harness as harness
 from tests.fake_model import ScriptedModel, hang_after, reply, tool_call
-from tests.vscode_fixtures import VSCode, output_lines, review_button, tool_results
+from tests.vscode_fixtures import (
+    LIMITS,
+    VSCode,
+    lines_text,
+    output_lines,
+    review_button,
+    tool_results,
+)
 
 build, vscode = fixtures.build, fixtures.vscode
 extra_settings, extra_env = fixtures.extra_settings, fixtures.extra_env
@@ -207,26 +214,6 @@ def test_a_question_stays_in_sight_and_an_answer_after_its_turn_ended_is_ignored
     assert errors.count() == 0, errors.all_inner_texts()
     assert not (workspace / "made-by-agent.txt").exists()
     assert model.remaining == 0
-
-
-LIMITS = [
-    "PORT = 8000",
-    "TIMEOUT = 30",
-    "RETRIES = 3",
-    "WORKERS = 4",
-    "BACKLOG = 128",
-    "MAX_BODY = 1024",
-    "CHUNK = 64",
-    "QUEUE = 16",
-    "IDLE = 300",
-    "KEEPALIVE = 5",
-    "LOG_LEVEL = 20",
-    "DEBUG = False",
-]
-
-
-def lines_text(lines: list[str]) -> str:
-    return "".join(line + "\n" for line in lines)
 
 
 def open_file(vscode: VSCode, name: str) -> None:

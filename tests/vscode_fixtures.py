@@ -173,3 +173,23 @@ def open_chat(vscode: VSCode) -> Any:
     chat = chat_frame(vscode.page)
     chat.locator("#input").wait_for()
     return chat
+
+
+LIMITS = [
+    "PORT = 8000",
+    "TIMEOUT = 30",
+    "RETRIES = 3",
+    "WORKERS = 4",
+    "BACKLOG = 128",
+    "MAX_BODY = 1024",
+    "CHUNK = 64",
+    "QUEUE = 16",
+    "IDLE = 300",
+    "KEEPALIVE = 5",
+    "LOG_LEVEL = 20",
+    "DEBUG = False",
+]
+
+
+def lines_text(lines: list[str]) -> str:
+    return "".join(line + "\n" for line in lines)

@@ -45,23 +45,12 @@ local function buffer(entry)
   return bufnr
 end
 
---- Windows of the current tab page that show `bufnr`.
-local function windows_of(bufnr)
-  local found = {}
-  for _, win in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
-    if vim.api.nvim_win_get_buf(win) == bufnr then
-      found[#found + 1] = win
-    end
-  end
-  return found
-end
-
 --- Show the answer buffer (if it is not shown already); returns its window.
 --- @param entry lsp_agent.ClientState
 --- @param focus boolean|nil move the cursor there
 function M.show(entry, focus)
   local bufnr = buffer(entry)
-  local win = windows_of(bufnr)[1]
+  local win = render.windows(bufnr)[1]
   if not win then
     local options = config.options.answer
     local previous = vim.api.nvim_get_current_win()
@@ -110,7 +99,7 @@ function M.hide_float(entry)
   local closed = false
   local bufnr = state.answer_bufs[entry.root]
   if bufnr and vim.api.nvim_buf_is_valid(bufnr) then
-    for _, win in ipairs(windows_of(bufnr)) do
+    for _, win in ipairs(render.windows(bufnr)) do
       if vim.api.nvim_win_get_config(win).relative ~= "" then
         vim.api.nvim_win_close(win, true)
         closed = true

@@ -61,17 +61,6 @@ local function chat_of(bufnr)
   return nil
 end
 
---- Windows of the current tab page that show `bufnr`.
-local function windows_of(bufnr)
-  local found = {}
-  for _, win in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
-    if vim.api.nvim_win_get_buf(win) == bufnr then
-      found[#found + 1] = win
-    end
-  end
-  return found
-end
-
 --- The running server of the chat's workspace (started when `create`), and its state.
 local function server(chat, create)
   local id = client.for_root(chat.root, create)
@@ -131,7 +120,7 @@ end
 --- @param root string
 function M.visible(root)
   local chat = state.chats[root]
-  return chat ~= nil and valid(chat.conversation) and #windows_of(chat.conversation) > 0
+  return chat ~= nil and valid(chat.conversation) and #render.windows(chat.conversation) > 0
 end
 
 --- A window's 'statusline': a function of this module with the buffer and the window (whose
@@ -153,8 +142,8 @@ end
 --- Open the chat's windows (where they are not open) and put the cursor in the input.
 local function show(chat)
   local options = config.options.chat
-  local conversation_win = windows_of(chat.conversation)[1]
-  local input_win = windows_of(chat.input)[1]
+  local conversation_win = render.windows(chat.conversation)[1]
+  local input_win = render.windows(chat.input)[1]
   if not conversation_win then
     if input_win then
       vim.api.nvim_set_current_win(input_win)
@@ -201,7 +190,7 @@ end
 --- @param insert boolean start insert mode there
 function M.focus_input(chat, insert)
   show(chat)
-  local win = windows_of(chat.input)[1]
+  local win = render.windows(chat.input)[1]
   local count = vim.api.nvim_buf_line_count(chat.input)
   local last = vim.api.nvim_buf_get_lines(chat.input, count - 1, count, false)[1]
   vim.api.nvim_win_set_cursor(win, { count, #last })
@@ -213,7 +202,7 @@ end
 --- Close the chat's windows (the conversation and what is typed stay for the next open).
 function M.close(chat)
   for _, bufnr in ipairs({ chat.input, chat.conversation }) do
-    for _, win in ipairs(windows_of(bufnr)) do
+    for _, win in ipairs(render.windows(bufnr)) do
       if #vim.api.nvim_tabpage_list_wins(0) > 1 then
         pcall(vim.api.nvim_win_close, win, true)
       end
@@ -296,7 +285,7 @@ local function load(chat, id, session)
         for _, item in ipairs(type(items) == "table" and items or {}) do
           render.item(chat.conversation, item)
         end
-        render.to_end(chat.conversation, windows_of(chat.conversation))
+        render.to_end(chat.conversation, render.windows(chat.conversation))
         fetch_usage(chat, lsp_client, session)
       end
       done_loading(chat)

@@ -57,6 +57,19 @@ local function following(bufnr)
   return found
 end
 
+--- Windows of the current tab page that show `bufnr`.
+--- @param bufnr integer
+--- @return integer[]
+function M.windows(bufnr)
+  local found = {}
+  for _, win in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
+    if vim.api.nvim_win_get_buf(win) == bufnr then
+      found[#found + 1] = win
+    end
+  end
+  return found
+end
+
 --- Move the cursor of `wins` to the last line of `bufnr`, which scrolls them to the end.
 --- @param bufnr integer
 --- @param wins integer[]
