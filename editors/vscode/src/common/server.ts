@@ -142,6 +142,8 @@ export class Server implements vscode.Disposable {
     private starting: Promise<LanguageClient | undefined> | undefined;
     /** Why the last start failed (cleared by a start that works). */
     private failure: string | undefined;
+    /** The command line the last start used, and where it came from. */
+    private command: ServerCommand | undefined;
     private readonly disposables: vscode.Disposable[] = [];
 
     constructor(
@@ -226,6 +228,7 @@ export class Server implements vscode.Disposable {
         let command: ServerCommand;
         try {
             command = serverCommand();
+            this.command = command;
         } catch (error) {
             this.fail(`LSP Agent could not start its server: ${(error as Error).message}.`);
             return undefined;
@@ -398,7 +401,13 @@ export class Server implements vscode.Disposable {
     /** `lspAgent.server.command` changed: offer a restart, or start at once after a failure. */
     private async commandChanged(): Promise<void> {
         await this.starting; // a start under way used the old command: let it end first
-        if (this.running) {
+        if (this.running && this.command?.source !== 'setting') {
+            // The server was started before the setting was known (a reloading window may
+            // activate the extension before its settings arrive) or while none was set: the
+            // user's command is the one to run, without a question.
+            traceInfo(`${SERVER_COMMAND_KEY} set: starting the server with it`);
+            await this.restart();
+        } else if (this.running) {
             const choice = await vscode.window.showInformationMessage(
                 `${SERVER_COMMAND_KEY} changed: restart the LSP Agent server?`,
                 'Restart',
