@@ -400,6 +400,33 @@ async def test_past_strip_at_old_results_become_stubs_in_one_batch() -> None:
     assert request[-3:] == history[-3:], "the last call, its result and the answer are whole"
 
 
+async def test_a_state_sends_the_same_stub_objects_at_every_request() -> None:
+    """So the request encoder reuses their bytes by identity: a million-token session with its
+    old results stubbed would otherwise make and match hundreds of stubs at every call."""
+    history = session(20)
+    window = int(TokenMeter().estimate(history) / 0.6)
+    state, _ = await end_of_turn(
+        history, ContextState(), Settings(context_window=window), NoteWriter(), TokenMeter()
+    )
+    first = build_request(history, state)
+    history.append({"role": "user", "content": "and now?"})
+    later = build_request(history, state)
+
+    stubs = [i for i, m in enumerate(first) if m is not history[i]]
+    assert len(stubs) == 19
+    assert all(later[i] is first[i] for i in stubs), "the same objects, not equal copies"
+    moved = dataclasses.replace(state, stub_chars=state.stub_chars + 1)
+    assert all(build_request(history, moved)[i] is not first[i] for i in stubs)
+    assert set(state.to_json()) == {
+        "strip_before",
+        "stub_chars",
+        "drop_before",
+        "note",
+        "note_from",
+        "decided_at",
+    }, "what the state made is not recorded"
+
+
 async def test_a_strip_that_saves_little_waits_for_a_bigger_batch() -> None:
     history = session(3, size=1000)
     history.insert(2, {"role": "user", "content": "y" * 400_000})

@@ -56,10 +56,17 @@ class ContextState:
     """With a note: the first stored index sent after it (the note replaces what lies between)."""
     decided_at: int = 0
     """Length of the history when this state was decided (checked when a session resumes)."""
+    rewrites: dict[int, tuple[Message, Message]] = dataclasses.field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
+    """What this state sends for a rewritten stored message, by its index (with the stored
+    message it was made from): the same object at every request, so the request encoder reuses
+    its bytes by identity instead of making and matching hundreds of stubs per call. Not part of
+    the state: a new state starts it empty."""
 
     def to_json(self) -> dict[str, Any]:
         """The state as stored in a `compaction` transcript event."""
-        return dataclasses.asdict(self)
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ContextState:
@@ -126,9 +133,10 @@ def build_request(
 ) -> list[Message]:
     """The messages to send: the stored history seen through `state`, then the reminder.
 
-    Pure and cheap (one pass, no copies of untouched messages: the list holds the stored dicts
-    themselves, so callers must not mutate it). Deterministic in `(history, state)`: for a fixed
-    state, the result for a history is a prefix of the result for any extension of it.
+    Cheap (one pass, no copies: the list holds the stored dicts themselves and, for rewritten
+    ones, what `state` made for them the first time, so callers must not mutate it).
+    Deterministic in `(history, state)`: for a fixed state, the result for a history is a
+    prefix of the result for any extension of it.
     """
     first = head_end(history)
     request = list(history[:first])
@@ -137,8 +145,13 @@ def build_request(
         request.append(note_message(state.note))
         start = max(state.note_from, first)
     rewritten_below = min(max(state.strip_before, state.drop_before), len(history))
+    rewrites = state.rewrites
     for index in range(start, rewritten_below):
-        request.append(_sent(history[index], index, state))
+        stored = history[index]
+        made = rewrites.get(index)
+        if made is None or made[0] is not stored:
+            made = rewrites[index] = (stored, _sent(stored, index, state))
+        request.append(made[1])
     request.extend(history[max(start, rewritten_below) :])
     if reminder is not None:
         request.append(reminder)

@@ -14,8 +14,8 @@ leaves the request leaves the cache. A few conversations are kept, the least rec
 
 The common request is the previous one with the reminder replaced by new messages: its messages
 are the same objects, in the same places, up to the new ones, and are matched by identity
-without a lookup. A request whose middle was rewritten (the layers give every stubbed tool
-result as a new dict, at every request) is matched message by message, a stub by its text.
+without a lookup. A request whose middle was rewritten (a new decision of the layers gives its
+stubs as new dicts) is matched message by message, a stub by its text.
 
 The bytes are those of `json.dumps(body, ensure_ascii=False, separators=(",", ":"))`, so a
 request is a byte-identical prefix of the next one wherever the messages are (prompt caching).
@@ -23,8 +23,10 @@ request is a byte-identical prefix of the next one wherever the messages are (pr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import operator
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -84,10 +86,7 @@ class RequestEncoder:
             return [b"[]"]
         old = self._cache.pop(id(messages[0]), None) or _Conversation(())
         new = _Conversation(messages)
-        same = 0
-        limit = min(len(messages), len(old.messages))
-        while same < limit and old.same(same, messages[same]):
-            same += 1
+        same = _kept(old, messages)
         new.contents = old.contents[:same]
         new.encoded = old.encoded[:same]
         rewritten = same < len(old.messages) - 1  # more than the old reminder was replaced
@@ -165,6 +164,26 @@ async def _sliced(message: Message, pacer: Pacer) -> bytes:
         pieces.append(b'"')
         members.append((name, b"".join(pieces)))
     return json_object(members)
+
+
+def _kept(old: _Conversation, messages: Sequence[Message]) -> int:
+    """How many leading `messages` are those `old` had in the same places, unchanged.
+
+    A thousand-message history is checked at every call, so the checks run as C-level passes
+    (identity of each message, then of its content) rather than a Python loop.
+    """
+    limit = min(len(messages), len(old.messages))
+    head = messages[:limit]
+    same = limit
+    with contextlib.suppress(ValueError):
+        same = list(map(operator.is_, head, old.messages)).index(False)
+    contents = map(_CONTENT, head[:same])
+    with contextlib.suppress(ValueError):
+        same = list(map(operator.is_, contents, old.contents)).index(False)
+    return same
+
+
+_CONTENT = operator.methodcaller("get", "content")
 
 
 def _text_key(message: Message) -> _TextKey | None:
