@@ -23,6 +23,7 @@ Usage: .venv/bin/python benchmarks/first_ask.py [--files 1,50000] [--runs 5]
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import statistics
@@ -39,6 +40,12 @@ from tests.editor import server_env
 from tests.fake_model import ScriptedModel, reply
 
 
+def compile_package() -> None:
+    """Measure the package as users have it: `pip install .` compiles it at install, while an
+    editable tree run with PYTHONDONTWRITEBYTECODE set would compile it at every start."""
+    compileall.compile_dir(Path(__file__).resolve().parents[1] / "lsp_agent", quiet=1)
+
+
 def frame(payload: dict[str, Any]) -> bytes:
     body = json.dumps(payload).encode()
     return b"Content-Length: %d\r\n\r\n" % len(body) + body
@@ -47,9 +54,9 @@ def frame(payload: dict[str, Any]) -> bytes:
 class Raw:
     """A server on stdio; its requests to the client get null results."""
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self, env: dict[str, str], command: list[str] | None = None) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "lsp_agent", "serve"],
+            command or [sys.executable, "-m", "lsp_agent", "serve"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -212,6 +219,7 @@ def main() -> None:
     parser.add_argument("--files", default="1,50000")
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
+    compile_package()
     with tempfile.TemporaryDirectory() as folder:
         base = Path(folder)
         (base / "home").mkdir()

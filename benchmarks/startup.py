@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from first_ask import compile_package
+
 COMMANDS = {
     "entry": [sys.executable, "-m", "lsp_agent", "serve"],
     "boot": [
@@ -122,6 +124,7 @@ def main() -> None:
     parser.add_argument("runs", type=int, nargs="?", default=10)
     parser.add_argument("--mode", choices=sorted(COMMANDS), default="entry")
     args = parser.parse_args()
+    compile_package()
     with tempfile.TemporaryDirectory() as folder:
         results = [once(Path(folder), COMMANDS[args.mode]) for _ in range(args.runs)]
     print(f"mode {args.mode}, {args.runs} runs")
