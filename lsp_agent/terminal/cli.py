@@ -182,13 +182,12 @@ async def _no_model_message(agent: Any) -> str:
     """Why no turn can run without a model, with what the endpoint offers when it answers."""
     from lsp_agent.model import ProviderError
 
-    base_url = agent.settings.base_url
     try:
         models = await agent.provider.list_models()
     except ProviderError as error:
         return (
-            f"no model endpoint answers at {base_url} ({error.message}); start one "
-            "(e.g. `ollama serve`) or set LSP_AGENT_BASE_URL, then set LSP_AGENT_MODEL"
+            f"no model configured, and {error.message}; once an endpoint answers "
+            "(e.g. `ollama serve`), set LSP_AGENT_MODEL"
         )
     finally:
         await agent.aclose()
