@@ -573,3 +573,18 @@ def test_git_content_is_asked_only_when_a_secret_is_in_the_repository(tmp_path: 
         assert verdict.decision == ASK, command
         assert "history holds a secret" in verdict.reason, command
     assert judged("git log --oneline", box).decision == ALLOW  # no content: no question
+
+
+def test_a_command_reading_through_a_symlink_loop_is_asked(tmp_path: Path) -> None:
+    """Python 3.13 stopped raising for a loop and leaves the link in the resolved path; the
+    judge must still see that the path leads nowhere it can vouch for."""
+    root = harmless_workspace(tmp_path / "project")
+    (root / "a").symlink_to(root / "b")
+    (root / "b").symlink_to(root / "a")
+    plain = decide_bare("cat README.md", root=root, home=HOME)
+    looped = decide_bare("cat a/file.py", root=root, home=HOME)
+
+    assert plain.decision == "allow", plain
+    assert looped.decision == "ask", looped
+    assert "a/file.py" in looped.reason
+    assert "cannot be resolved" in looped.reason

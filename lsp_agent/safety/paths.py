@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lsp_agent.safety import options as opt
+from lsp_agent.safety import symlinks
 from lsp_agent.safety.options import Parsed, Refusal, Spec
 from lsp_agent.safety.protected import ScannedFolder, Scanner, git_dir, secret_part, whitelists
 
@@ -64,7 +65,7 @@ def path_concern(value: str, places: Places, situation: Situation, verb: str = "
     for cwd in situation.cwds:
         candidate = Path(value) if os.path.isabs(value) else cwd / value
         try:
-            resolved = candidate.resolve(strict=False)
+            resolved = symlinks.resolved(candidate)
         except (OSError, RuntimeError, ValueError):
             raise Ask(f"it {verb} {value}, which cannot be resolved") from None
         lexical = Path(os.path.normpath(candidate))
@@ -119,7 +120,7 @@ def folder_concern(
             for name in seen.symlinks:
                 shown = f"{(path / name).relative_to(places.root)} (a symlink)"
                 try:
-                    target = (path / name).resolve()
+                    target = symlinks.resolved(path / name)
                 except (OSError, RuntimeError):
                     found.append(shown)
                     return True
@@ -307,7 +308,7 @@ def program_place(name: str, places: Places, situation: Situation) -> None:
             if not (candidate.is_file() and os.access(candidate, os.X_OK)):
                 continue
             try:
-                resolved = candidate.resolve()
+                resolved = symlinks.resolved(candidate)
             except (OSError, RuntimeError):
                 raise Ask(f"{name} cannot be located safely") from None
             inside = resolved.is_relative_to(places.root) or candidate.is_relative_to(places.root)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from lsp_agent.safety import allowlist, paths, shellwords
+from lsp_agent.safety import allowlist, paths, shellwords, symlinks
 from lsp_agent.safety.paths import Ask, Places, Situation
 from lsp_agent.safety.protected import Scanner, edit_protection
 
@@ -528,7 +528,7 @@ def protected_edit(root: Path, subject: str) -> str | None:
     """Why an edit of `subject` (relative to `root`, or absolute) changes a protected path."""
     top = root.resolve()
     try:
-        resolved = (top / subject).resolve(strict=False)
+        resolved = symlinks.resolved(top / subject)
     except (OSError, RuntimeError, ValueError):
         return f"{subject} cannot be resolved"
     lexical = Path(os.path.normpath(top / subject))

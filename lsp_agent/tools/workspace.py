@@ -23,6 +23,7 @@ import pathspec
 from lsp_agent.errors import ToolError
 from lsp_agent.port import Document
 from lsp_agent.safety.protected import off_limits
+from lsp_agent.safety.symlinks import resolved as resolve_path
 
 BINARY_SNIFF_BYTES = 8192
 """How much of a file is checked for a NUL byte before it is called binary."""
@@ -89,9 +90,8 @@ class Workspace:
             return self.root
         joined = raw if raw.is_absolute() else self.root / raw
         try:
-            resolved = joined.resolve(strict=False)
-        except (OSError, RuntimeError, ValueError) as exc:
-            # RuntimeError: a symlink loop (Python < 3.13 raises it even with strict=False).
+            resolved = resolve_path(joined)
+        except (OSError, RuntimeError, ValueError) as exc:  # RuntimeError: a symlink loop
             raise ToolError(
                 f"invalid path {path!r}: {exc}; use list_files to find a valid path",
                 reason="path",
