@@ -113,6 +113,6 @@ async def wait_until(
             return False
         try:
             await asyncio.wait_for(changed().wait(), remaining)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return done()
     return True

@@ -176,7 +176,7 @@ class Editor:
 
         try:
             return await asyncio.wait_for(arrival(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise AssertionError(f"no {what} event within {timeout}s; got {self.events}") from None
 
     async def configure(self, settings: dict[str, Any]) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import subprocess
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -14,7 +14,7 @@ from lsp_agent.changes.tracker import ChangeTracker
 from lsp_agent.context.reminder import reminder_message, render
 from lsp_agent.tools.todo import TodoItem, render_plan
 
-NOON = datetime(2026, 3, 1, 12, 0, 59, tzinfo=timezone.utc)
+NOON = datetime(2026, 3, 1, 12, 0, 59, tzinfo=UTC)
 
 
 def git(root: Path, *args: str) -> str:

@@ -190,7 +190,7 @@ async def opened_for_writing(fifo: Path, timeout: float = 20.0) -> AsyncIterator
     opening = asyncio.create_task(asyncio.to_thread(os.open, fifo, os.O_WRONLY))
     try:
         fd = await asyncio.wait_for(asyncio.shield(opening), timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))  # let the waiting open return
         os.close(await opening)
         raise AssertionError(f"nothing opened {fifo.name} within {timeout}s") from None

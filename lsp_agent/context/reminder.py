@@ -12,7 +12,7 @@ the change tracker's git layer (git itself is asked only for what that file does
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
@@ -46,7 +46,7 @@ def render(
     `file_changes` is the `<file_changes>` block already rendered ("" when nothing to report);
     `notes` are lines for `<context>` (e.g. that AGENTS.md changed).
     """
-    moment = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%d %H:%M %Z").strip()
+    moment = (now or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M %Z").strip()
     lines = [
         "<context>",
         f"time: {moment}",

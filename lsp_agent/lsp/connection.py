@@ -114,7 +114,7 @@ async def _serve(server: Endpoint, reader: BinaryIO, head: bytes) -> int:
     _start_watchdog(EXIT_GRACE_S, server.exit_code)
     try:
         await asyncio.wait_for(server.close(), EXIT_GRACE_S * CLEANUP_SHARE)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         log.warning("lsp-agent: cleanup took longer than %.1f s; ending anyway", EXIT_GRACE_S)
     except Exception:
         log.exception("lsp-agent: cleanup failed; ending anyway")

@@ -462,7 +462,7 @@ def _register_lifecycle(ls: AgentServer) -> None:
         watching; answered within the exit grace whatever a task is doing."""
         try:
             await asyncio.wait_for(ls.close(), EXIT_GRACE_S)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             log.warning("lsp-agent: shutdown took longer than %.1f s; answering", EXIT_GRACE_S)
 
 

@@ -17,7 +17,7 @@ import re
 import secrets
 import threading
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import platformdirs
@@ -116,7 +116,7 @@ class SessionStore:
         """A new session with its header written."""
         self.directory.mkdir(parents=True, exist_ok=True)
         for _ in range(20):
-            started = datetime.now(timezone.utc)
+            started = datetime.now(UTC)
             session_id = f"{started:%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
             path = self.directory / f"{session_id}.jsonl"
             try:

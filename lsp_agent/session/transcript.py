@@ -22,7 +22,7 @@ import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -244,7 +244,7 @@ class Summary:
     mtime: float = 0.0
 
     def info(self, session_id: str) -> SessionInfo:
-        started = self.started or iso(datetime.fromtimestamp(self.mtime, timezone.utc))
+        started = self.started or iso(datetime.fromtimestamp(self.mtime, UTC))
         return SessionInfo(session_id, started, self.turns, self.title or "")
 
 
@@ -390,7 +390,7 @@ def _ends_with_newline(path: Path, size: int) -> bool:
 
 
 def now_iso() -> str:
-    return iso(datetime.now(timezone.utc))
+    return iso(datetime.now(UTC))
 
 
 def iso(moment: datetime) -> str:

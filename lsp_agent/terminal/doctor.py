@@ -31,7 +31,7 @@ async def doctor(*, as_json: bool = False) -> int:
             mark = {"ok": "ok ", "bad": "BAD", "info": "-- "}[status]
             print(f"{mark}  {name:<10} {detail}")
 
-    line("python", sys.version_info >= (3, 10), f"{platform.python_version()} ({sys.executable})")
+    line("python", sys.version_info >= (3, 11), f"{platform.python_version()} ({sys.executable})")
     line("lsp-agent", True, __version__)
     git = shutil.which("git")
     line("git", git is not None, _version([git, "--version"]) if git else "not found on PATH")

@@ -444,7 +444,7 @@ async def _scan(
     try:
         await asyncio.wait_for(read(), timeout)
         finished = not scan.stopped
-    except asyncio.TimeoutError:
+    except TimeoutError:
         scan.stopped = f"stopped after {timeout:g} s"
     finally:
         # Stopped early, timed out, or cancelled: rg is killed rather than left running.

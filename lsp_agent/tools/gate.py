@@ -158,7 +158,7 @@ class Gate:
         )
         try:
             answer = await asyncio.wait_for(self.port.ask_user(text, actions), limit)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             emit("question", id=question, state="timedOut", name=name)
             return None, f"nobody answered the question within {limit:g} s"
         except asyncio.CancelledError:

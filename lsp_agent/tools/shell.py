@@ -172,7 +172,7 @@ async def _settle(pumping: asyncio.Future[None], process: asyncio.subprocess.Pro
         pumping.exception()
     try:
         await asyncio.wait_for(process.wait(), DRAIN_GRACE_S)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         _kill_group(process)
         await process.wait()
 
