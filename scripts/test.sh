@@ -66,14 +66,18 @@ if [ $# -eq 0 ]; then
   main=$(.venv/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')
   other=""
   for version in 3.13 3.12 3.11; do
-    if [ "$version" != "$main" ] && "python$version" -c 'import venv' >/dev/null 2>&1; then
-      other="$version"
-      break
-    fi
+    [ "$version" != "$main" ] || continue
+    # On PATH, or installed by pyenv without being its global choice (its shim then refuses).
+    for python in "python$version" "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"$version".*/bin/python"$version"; do
+      if "$python" -c 'import venv, ensurepip' >/dev/null 2>&1; then
+        other="$version"
+        break 2
+      fi
+    done
   done
   if [ -n "$other" ]; then
-    echo "== pytest on Python $other (the real editors' files left to the run above)"
-    "python$other" -m venv ".venv-$other"
+    echo "== pytest on Python $other ($python; the real editors' files left to the run above)"
+    "$python" -m venv ".venv-$other"
     ".venv-$other/bin/python" -m pip install --quiet --upgrade pip
     ".venv-$other/bin/python" -m pip install --quiet -e ".[test]"
     ".venv-$other/bin/python" -m compileall -q lsp_agent
