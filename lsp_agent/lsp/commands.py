@@ -66,9 +66,10 @@ def register(ls: AgentServer) -> None:
     async def ask(*arguments: Any) -> dict[str, Any]:
         """Run one agent turn; answers when the turn ends."""
         args = _checked(lambda: ask_arguments(names.ASK, arguments))
+        token = await turns.token(work_done_token.get())
         agent, session = await _start_turn(ls, args)
-        token = work_done_token.get()
-        result = await turns.follow(agent, session, args.prompt, token)
+        turns.begin(session, args.prompt, token)
+        result = await turns.follow(agent, session, token)
         answer = result.to_json()
         if answer.get("error"):
             answer["error"] = ls.in_client_words(answer["error"])
@@ -79,9 +80,10 @@ def register(ls: AgentServer) -> None:
         """Start one agent turn and answer at once; events, progress and a final message tell
         the rest (for clients that time out long requests)."""
         args = _checked(lambda: ask_arguments(names.START, arguments))
+        token = await turns.token(work_done_token.get())
         agent, session = await _start_turn(ls, args)
-        token = work_done_token.get()
-        ls.run_task(turns.follow(agent, session, args.prompt, token), "a turn")
+        turns.begin(session, args.prompt, token)
+        ls.run_task(turns.follow(agent, session, token), "a turn")
         return {"session": session.id}
 
     @ls.command(names.CANCEL)
@@ -178,21 +180,29 @@ class Turns:
         self.ls = ls
         self._tokens = itertools.count(1)
 
-    async def follow(
-        self, agent: Agent, session: Session, prompt: str, token: types.ProgressToken | None
-    ) -> TurnResult:
-        """Wait for the session's turn to end, reporting it; the turn's result."""
+    async def token(self, given: types.ProgressToken | None) -> types.ProgressToken | None:
+        """The turn's progress token: the editor's, else one of ours for a client that shows
+        progress. Made before the turn starts: made after, the client's answer could come after
+        the turn's first tool, whose report would then be lost."""
+        return given if given is not None else await self._made_token()
+
+    def begin(self, session: Session, prompt: str, token: types.ProgressToken | None) -> None:
+        """Start reporting the session's turn (at once: the turn runs from the next step)."""
+        if token is None:
+            return
         ls = self.ls
-        token = token if token is not None else await self._made_token()
-        if token is not None:
-            ls.port.progress[session.id] = token
-            ls.progress_sessions[token] = session.id
-            ls.work_done_progress.begin(
-                token,
-                types.WorkDoneProgressBegin(
-                    title="lsp-agent", message=prompt[:100], cancellable=True
-                ),
-            )
+        ls.port.progress[session.id] = token
+        ls.progress_sessions[token] = session.id
+        ls.work_done_progress.begin(
+            token,
+            types.WorkDoneProgressBegin(title="lsp-agent", message=prompt[:100], cancellable=True),
+        )
+
+    async def follow(
+        self, agent: Agent, session: Session, token: types.ProgressToken | None
+    ) -> TurnResult:
+        """Wait for the session's turn to end, ending its progress; the turn's result."""
+        ls = self.ls
         try:
             result = await agent.wait(session)
         finally:
