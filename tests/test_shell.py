@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import subprocess
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -87,7 +88,8 @@ async def test_the_tools_an_agent_needs_work_inside(root: Path, spills: Spills) 
     subprocess.run([*git, "add", "."], check=True)
     subprocess.run([*git, "commit", "-qm", "x"], check=True)
     (root / "test_x.py").write_text("def test_ok():\n    assert 2 + 2 == 4\n")
-    python = os.environ.get("PYTHON", "python3")
+    # This interpreter (it has pytest), not whatever `python3` the machine's PATH finds first.
+    python = os.environ.get("PYTHON", sys.executable)
     code, output, _ = await run(
         f"git status --short && {python} -c 'print(6*7)' && rg -n 'assert' && "
         f"{python} -m pytest -q -p no:cacheprovider test_x.py 2>&1 | tail -1",
