@@ -16,8 +16,13 @@ import pytest
 import pytest_asyncio
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
+from pygls.protocol import default_converter
 from pytest_lsp import LanguageClient, client_capabilities
-from pytest_lsp.client import make_test_lsp_client
+from pytest_lsp.client import (
+    DEFAULT_CLIENT_FEATURES,
+    make_test_lsp_client,
+    register_lsp_features,
+)
 
 from tests.conftest import settings_for
 from tests.editor import handles, server_env
@@ -199,6 +204,43 @@ async def test_a_command_that_needs_approval_is_denied_when_the_client_cannot_as
     assert "not run" in told
     assert "nobody answered" in told
     assert not (two_folders[0] / "made.txt").exists()
+
+
+async def test_a_client_that_never_accepts_a_progress_token_still_gets_its_answer(
+    two_folders: list[Path], model: ScriptedModel, state_dir: Path, home: Path
+) -> None:
+    """The server makes the progress token before the turn starts; a client that says it shows
+    progress but never answers that request gets the turn without progress, not a hang."""
+    client = LanguageClient(converter_factory=default_converter)
+    never = asyncio.Event()
+
+    async def silent(params: types.WorkDoneProgressCreateParams) -> None:
+        await never.wait()  # no answer, ever
+
+    features = {**DEFAULT_CLIENT_FEATURES, types.WINDOW_WORK_DONE_PROGRESS_CREATE: silent}
+    register_lsp_features(client, features)
+    await client.start_io(
+        sys.executable, "-m", "lsp_agent", "serve", env=server_env(state_dir, home)
+    )
+    client.set_configuration({"lspAgent": settings_for(model)})
+    await client.initialize_session(
+        types.InitializeParams(
+            capabilities=client_capabilities("emacs"),
+            root_uri=two_folders[0].as_uri(),
+            initialization_options={"lspAgent": settings_for(model)},
+        )
+    )
+    try:
+        model.add(reply("It exports 41."))
+        result = await command(client, "lspAgent.ask", "what does app.js export?")
+        assert result["status"] == "completed"
+        assert result["answer"] == "It exports 41."
+        assert client.progress_reports == {}
+        assert len(model.requests) == 1
+    finally:
+        never.set()
+        await client.shutdown_session()
+        await client.stop()
 
 
 @pytest.mark.parametrize("name", ["emacs", "neovim"])

@@ -54,6 +54,10 @@ ENDED = {
 }
 """How a turn that did not complete ends its answer, for clients that show it as a message."""
 
+PROGRESS_CREATE_WAIT_S = 3.0
+"""How long a client may take to accept a progress token before the turn starts without one
+(clients answer in milliseconds; one that has not answered in seconds is not going to)."""
+
 ANSWER_IN_MESSAGE = 1500
 """Characters of an answer shown in `window/showMessage`; the rest is in the answer document."""
 
@@ -221,8 +225,17 @@ class Turns:
         if ls.client.shows_answers or window is None or not window.work_done_progress:
             return None
         token = f"lsp-agent-turn-{next(self._tokens)}"
+        create = types.WorkDoneProgressCreateParams(token=token)
         try:
-            await ls.work_done_progress.create_async(token)
+            async with asyncio.timeout(PROGRESS_CREATE_WAIT_S):
+                await ls.port.request(types.WINDOW_WORK_DONE_PROGRESS_CREATE, create)
+        except TimeoutError:  # withdrawn: the turn must not wait on a client that never answers
+            log.warning(
+                "lsp-agent: no answer to %s in %.0f s; the turn runs without progress",
+                types.WINDOW_WORK_DONE_PROGRESS_CREATE,
+                PROGRESS_CREATE_WAIT_S,
+            )
+            return None
         except Exception as error:  # the client refused: go on without progress
             log.info("lsp-agent: no progress token: %r", error)
             return None

@@ -206,7 +206,7 @@ class LspPort:
             # The user typed while the edit was being built: its positions would land wrong.
             return EditOutcome(False, "the buffer changed before the edit was sent", stale=True)
         try:
-            result = await self._request(
+            result = await self.request(
                 types.WORKSPACE_APPLY_EDIT,
                 types.ApplyWorkspaceEditParams(edit=edit, label=proposal.label),
             )
@@ -245,7 +245,7 @@ class LspPort:
 
     async def ask_user(self, question: str, actions: Sequence[str]) -> str | None:
         try:
-            answer = await self._request(
+            answer = await self.request(
                 types.WINDOW_SHOW_MESSAGE_REQUEST,
                 types.ShowMessageRequestParams(
                     type=types.MessageType.Warning,
@@ -257,8 +257,8 @@ class LspPort:
             return None
         return answer.title if answer is not None else None
 
-    async def _request(self, method: str, params: Any) -> Any:
-        """Send a request to the editor; when the turn stops waiting for it, withdraw it."""
+    async def request(self, method: str, params: Any) -> Any:
+        """Send a request to the editor; when the caller stops waiting for it, withdraw it."""
         protocol = self.server.protocol
         msg_id = f"lsp-agent-{next(self._ids)}"
         future = protocol.send_request_async(method, params, msg_id=msg_id)
