@@ -46,6 +46,19 @@ def compile_package() -> None:
     compileall.compile_dir(Path(__file__).resolve().parents[1] / "lsp_agent", quiet=1)
 
 
+INITIALIZED: dict[str, Any] = {"jsonrpc": "2.0", "method": "initialized", "params": {}}
+
+
+def execute(request_id: int, command: str, *arguments: Any) -> dict[str, Any]:
+    """A `workspace/executeCommand` request."""
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "workspace/executeCommand",
+        "params": {"command": command, "arguments": list(arguments)},
+    }
+
+
 def frame(payload: dict[str, Any]) -> bytes:
     body = json.dumps(payload).encode()
     return b"Content-Length: %d\r\n\r\n" % len(body) + body
@@ -160,15 +173,7 @@ def first_ask(root: Path, env: dict[str, str]) -> float:
             initialize(server, root, model)
             model.add(reply("hi"))
             sent = time.perf_counter()
-            server.send(
-                {"jsonrpc": "2.0", "method": "initialized", "params": {}},
-                {
-                    "jsonrpc": "2.0",
-                    "id": 2,
-                    "method": "workspace/executeCommand",
-                    "params": {"command": "lspAgent.ask", "arguments": [{"prompt": "hi"}]},
-                },
-            )
+            server.send(INITIALIZED, execute(2, "lspAgent.ask", {"prompt": "hi"}))
             server.answer(2)
             return model.timings[0].received - sent
         finally:
@@ -182,32 +187,18 @@ def once_started(root: Path, env: dict[str, str]) -> tuple[float, float, float]:
         server = Raw(env)
         try:
             initialize(server, root, model)
-            server.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+            server.send(INITIALIZED)
             ready = False
             request = 10
             while not ready:
                 request += 1
-                server.send(
-                    {
-                        "jsonrpc": "2.0",
-                        "id": request,
-                        "method": "workspace/executeCommand",
-                        "params": {"command": "lspAgent.status", "arguments": [{}]},
-                    }
-                )
+                server.send(execute(request, "lspAgent.status", {}))
                 ready = bool(server.answer(request)["result"]["changes"]["ready"])
             server.settle()
             idle = server.rss_mb()
             model.add(reply("hi"))
             sent = time.perf_counter()
-            server.send(
-                {
-                    "jsonrpc": "2.0",
-                    "id": 2,
-                    "method": "workspace/executeCommand",
-                    "params": {"command": "lspAgent.ask", "arguments": [{"prompt": "hi"}]},
-                }
-            )
+            server.send(execute(2, "lspAgent.ask", {"prompt": "hi"}))
             server.answer(2)
             return idle, model.timings[0].received - sent, server.rss_mb()
         finally:

@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 
-from first_ask import Raw
+from first_ask import INITIALIZED, Raw, execute
 
 from tests.fake_model import ScriptedModel, reply
 
@@ -132,15 +132,7 @@ def bare_server(script: Path, root: Path, env: dict[str, str]) -> tuple[float, f
         server.answer(1)
         initialized = time.perf_counter() - started
         sent = time.perf_counter()
-        server.send(
-            {"jsonrpc": "2.0", "method": "initialized", "params": {}},
-            {
-                "jsonrpc": "2.0",
-                "id": 2,
-                "method": "workspace/executeCommand",
-                "params": {"command": "bare.hello", "arguments": []},
-            },
-        )
+        server.send(INITIALIZED, execute(2, "bare.hello"))
         server.answer(2)
         command = time.perf_counter() - sent
         server.settle()
