@@ -25,7 +25,7 @@ from lsprotocol import types
 
 from tests.fake_model import ScriptedModel, reply, told, tool_call
 from tests.neovim import Neovim, neovim_env, nvim
-from tests.test_neovim_typing import Rpc
+from tests.test_neovim_typing import connected
 from tests.test_plain_lsp import command, plain, shown
 
 __all__ = ["nvim"]  # the fixture, used by the tests below
@@ -78,8 +78,7 @@ class Session:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
-        self.until("Neovim's RPC socket", listen.exists)
-        self.rpc = Rpc(listen)
+        self.rpc = self.until("Neovim's RPC socket", lambda: connected(listen))
 
     def lua(self, code: str, *args: Any) -> Any:
         return self.rpc.lua(code, *args)

@@ -41,7 +41,11 @@ class Rpc:
 
     def __init__(self, path: Path) -> None:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.connect(str(path))
+        try:
+            self.sock.connect(str(path))
+        except OSError:
+            self.sock.close()
+            raise
         self.sock.settimeout(FACT_TIMEOUT_S)
         self.unpacker = msgpack.Unpacker(raw=False, strict_map_key=False)
         self.next_id = 0
@@ -66,6 +70,15 @@ class Rpc:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def connected(path: Path) -> Rpc | None:
+    """A client of Neovim's socket, or None while Neovim does not listen on it yet (the file
+    appears when Neovim binds it, a moment before it listens)."""
+    try:
+        return Rpc(path)
+    except (FileNotFoundError, ConnectionRefusedError):
+        return None
 
 
 class Terminal:
@@ -95,8 +108,8 @@ class Terminal:
             check=True,
             timeout=30,
         )
-        wait_until("Neovim's RPC socket", self.listen.exists, self)
-        self.rpc = Rpc(self.listen)
+        # The socket file appears when Neovim binds it, a moment before it listens on it.
+        self.rpc = wait_until("Neovim's RPC socket", lambda: connected(self.listen), self)
 
     def keys(self, *keys: str) -> None:
         """Type `keys` (tmux key names: "Enter", "Escape") one at a time."""
