@@ -9,10 +9,7 @@ loopback (`tests/fake_model.py`), in a git repository of `--files` files:
   (system prompt, AGENTS.md, skills), the reminder and the request sent; it leaves out process
   start and `initialize` (`benchmarks/startup.py`).
 - first ask once started: the same ask sent to a server that has finished starting (its watcher
-  ready, its agent modules imported in the background after `initialized`, its CPU idle for
-  0.2 s), as when the user asks
-  a moment after the editor opened. The first figure is mostly the import of pygls and lsprotocol,
-  which the server overlaps with `initialize` but cannot skip.
+  ready, its CPU idle for 0.2 s), as when the user asks a moment after the editor opened.
 - idle RSS: the resident memory of a server that answered `initialize` and `initialized` and has
   finished starting (its workspace watcher ready, read from `lspAgent.status`), before any ask
   (target ≤ 40 MB); and again after one ask.

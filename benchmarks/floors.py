@@ -1,14 +1,13 @@
-"""Benchmark: the floors our libraries set under three of the server's targets.
+"""Benchmark: the floors our parts set under three of the server's targets.
 
 Three targets of the project (first ask ≤ 150 ms after `initialized`, idle RSS ≤ 40 MB, the
 server's own time per model call ≤ 2 ms at a 1M-token history) are measured on lsp-agent by
 `first_ask.py` and `overhead.py`. This script measures the same figures on the smallest
 programs built from the same parts, so the README can say how much of each figure is ours:
 
-- a bare pygls server (one command that answers "hi", nothing else), driven over stdio like
-  `first_ask.py` drives lsp-agent: process start → `initialize` answered, `initialized` and a
-  command sent together → command answered, and its resident memory once idle;
-- the interpreter alone, and with asyncio (which imports ssl): resident memory;
+- the interpreter alone, with asyncio (which imports ssl), and with httpx too: resident memory
+  (and, for the record, with pygls' server, the LSP library the server used before it spoke
+  JSON-RPC itself: the tests still use it as their client);
 - one streamed POST through httpx's `AsyncClient` (what our providers use) to the scripted
   endpoint on loopback, bodies of 50 KB and 3.5 MB (10k and 1M tokens of history): CPU time of
   the client process per request; beside it the same exchange written by hand on an asyncio
@@ -20,35 +19,15 @@ Each runs in its own process. Usage: .venv/bin/python benchmarks/floors.py [--ru
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
-import tempfile
-import textwrap
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 
-from first_ask import INITIALIZED, Raw, execute
-
 from tests.fake_model import ScriptedModel, reply
-
-BARE_SERVER = """
-from pygls.lsp.server import LanguageServer
-
-server = LanguageServer("bare", "0")
-
-
-@server.command("bare.hello")
-def hello(ls, *args):
-    return "hi"
-
-
-server.start_io()
-"""
 
 RSS_OF = """
 {imports}
@@ -116,31 +95,6 @@ def rss_of(imports: str) -> float:
     )
 
 
-def bare_server(script: Path, root: Path, env: dict[str, str]) -> tuple[float, float, float]:
-    """Start → `initialize` answered, `initialized` + a command → answered, idle RSS."""
-    started = time.perf_counter()
-    server = Raw(env, [sys.executable, str(script)])
-    try:
-        server.send(
-            {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {"processId": os.getpid(), "rootUri": root.as_uri(), "capabilities": {}},
-            }
-        )
-        server.answer(1)
-        initialized = time.perf_counter() - started
-        sent = time.perf_counter()
-        server.send(INITIALIZED, execute(2, "bare.hello"))
-        server.answer(2)
-        command = time.perf_counter() - sent
-        server.settle()
-        return initialized, command, server.rss_mb()
-    finally:
-        server.close()
-
-
 def http_floor(size: int, calls: int) -> tuple[float, float]:
     """CPU per streamed POST of a `size`-byte body: through httpx, and by hand."""
     with ScriptedModel() as model:
@@ -166,25 +120,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as folder:
-        base = Path(folder)
-        script = base / "bare.py"
-        script.write_text(textwrap.dedent(BARE_SERVER))
-        root = base / "root"
-        root.mkdir()
-        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-        runs = [bare_server(script, root, env) for _ in range(args.runs)]
-        print(
-            "a bare pygls server (one command): start → initialize answered median "
-            f"{statistics.median(r[0] for r in runs) * 1000:.0f} ms; initialized + command → "
-            f"answered median {statistics.median(r[1] for r in runs) * 1000:.0f} ms; idle RSS "
-            f"{statistics.median(r[2] for r in runs):.1f} MB"
-        )
     print(
         f"resident memory: the interpreter {rss_of('pass'):.1f} MB, with asyncio "
-        f"{rss_of('import asyncio'):.1f} MB, with pygls' server "
-        f"{rss_of('import pygls.lsp.server'):.1f} MB, with httpx too "
-        f"{rss_of('import pygls.lsp.server, httpx'):.1f} MB"
+        f"{rss_of('import asyncio'):.1f} MB, with httpx too "
+        f"{rss_of('import asyncio, httpx'):.1f} MB (with pygls' server instead of httpx: "
+        f"{rss_of('import asyncio, pygls.lsp.server'):.1f} MB)"
     )
     for label, size in (("50 KB (10k tokens)", 50_000), ("3.5 MB (1M tokens)", 3_500_000)):
         results = [http_floor(size, 40) for _ in range(max(1, args.runs // 3))]

@@ -1,15 +1,13 @@
 """Process start → `initialize` answered, for `lsp-agent serve` over stdio (target ≤ 0.5 s).
 
-Also prints start → first command answered (`lspAgent.status` right after `initialized`): the
-fast `initialize` of `lsp_agent/lsp/boot.py` must not just move the wait to the first command.
+Also prints start → first command answered (`lspAgent.status` right after `initialized`).
 
-Run: .venv/bin/python benchmarks/startup.py [runs] [--mode entry|boot|plain]
+Run: .venv/bin/python benchmarks/startup.py [runs] [--mode entry|plain]
 
-  entry  `python -m lsp_agent serve`, what editors launch (default)
-  boot   the same command line with `cli._serve` swapped for `boot.serve_stdio` (what `entry`
-         measures once cli.py uses the boot path)
-  plain  the server without the boot path: `connection.serve(create_server(), …)`, no command
-         line
+  entry  `python -m lsp_agent serve`, what editors launch (default): the agent stack is imported
+         before `initialize` is answered (`lsp_agent/lsp/boot.py`)
+  plain  the server alone, `connection.serve(create_server(), …)`: no command line, and the
+         agent stack imported in the background after `initialized`
 """
 
 from __future__ import annotations
@@ -29,12 +27,6 @@ from first_ask import compile_package
 
 COMMANDS = {
     "entry": [sys.executable, "-m", "lsp_agent", "serve"],
-    "boot": [
-        sys.executable,
-        "-c",
-        "from lsp_agent.terminal import cli; from lsp_agent.lsp.boot import serve_stdio; "
-        "cli._serve = lambda tcp: serve_stdio(); raise SystemExit(cli.main(['serve']))",
-    ],
     "plain": [
         sys.executable,
         "-c",

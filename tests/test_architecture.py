@@ -1,10 +1,14 @@
-"""The house as ARCHITECTURE.md draws it: which folder may import which, and only `lsp/` speaks
-LSP. Read from the code's own imports (lazy and type-only ones included), so the document cannot
-drift from the tree."""
+"""The house as ARCHITECTURE.md draws it: which folder may import which, and nothing outside the
+standard library and the declared dependencies. Read from the code's own imports (lazy and
+type-only ones included), so the document cannot drift from the tree."""
 
 from __future__ import annotations
 
 import ast
+import importlib.metadata
+import re
+import sys
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,9 +32,6 @@ LAYERS: dict[str, set[str]] = {
 }  # fmt: skip
 """Each part of the package and the parts it may import (a part: a folder, or a top module).
 What is not listed imports nothing of the package but `lsp_agent.__version__`."""
-
-SPEAKS_LSP = {"lsp"}
-"""The only part that may import pygls or lsprotocol."""
 
 
 def part_of(module: str) -> str:
@@ -72,15 +73,26 @@ def test_every_part_imports_only_the_parts_below_it() -> None:
     assert wrong == []
 
 
-def test_only_the_lsp_adapter_imports_pygls_or_lsprotocol() -> None:
-    wrong = [
-        f"{module} imports {imported}"
-        for module, path in modules()
-        if module.count(".") and part_of(module) not in SPEAKS_LSP
-        for imported in imports(path)
-        if imported.split(".")[0] in ("pygls", "lsprotocol")
-    ]
+def test_the_package_imports_only_the_standard_library_and_its_dependencies() -> None:
+    """A module the package imports must come with `pip install lsp-agent`: a test-only package
+    (pygls, lsprotocol and pytest-lsp are the tests' LSP client) would fail a user's install."""
+    pyproject = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))
+    declared = {
+        re.split(r"[<>=!~;\[ ]", requirement, maxsplit=1)[0].lower().replace("_", "-")
+        for requirement in pyproject["project"]["dependencies"]
+    }
+    distributions = importlib.metadata.packages_distributions()
+    wrong = []
+    for module, path in modules():
+        for imported in imports(path):
+            top = imported.split(".")[0]
+            if top in sys.stdlib_module_names or top in ("lsp_agent", "__future__"):
+                continue
+            names = {d.lower().replace("_", "-") for d in distributions.get(top, [top])}
+            if not names & declared:
+                wrong.append(f"{module} imports {imported} ({', '.join(sorted(names))})")
     assert wrong == []
+    assert {"httpx", "watchdog"} <= declared  # the check reads the real list
 
 
 def test_the_layers_have_no_circle() -> None:

@@ -2,7 +2,11 @@
 `missing_operation`, pure functions of the proposal and the client's capabilities), for the
 capabilities of every client pytest-lsp has recorded and a bare client: `documentChanges` or
 `changes`, versions, annotations and `needsConfirmation` per mode, creates and deletes, and
-positions in every encoding, applied by the scripted editor's own code (tests/editor.py)."""
+positions in every encoding, applied by the scripted editor's own code (tests/editor.py).
+
+The server builds its messages as plain JSON; here each is read back through lsprotocol (the
+LSP's own types, generated from the specification's model), so a misspelt member or a wrong
+shape fails."""
 
 from __future__ import annotations
 
@@ -15,9 +19,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lsprotocol import types
+from lsprotocol.converters import get_converter
 from pytest_lsp import client_capabilities
 
-from lsp_agent.lsp.port import EditCapabilities, missing_operation, workspace_edit
+from lsp_agent.lsp import port
+from lsp_agent.lsp.port import EditCapabilities, missing_operation
 from lsp_agent.lsp.positions import ENCODINGS
 from lsp_agent.port import EditProposal, FileChange
 from tests.editor import apply_lsp_edits
@@ -42,9 +48,19 @@ CLIENTS: dict[str, EditCapabilities] = {
 """What each client can take, by its pytest-lsp name (with its version where there are several)."""
 
 
+CONVERTER = get_converter()
+
+
 @functools.cache
 def caps(client: str) -> EditCapabilities:
-    return EditCapabilities.of(BARE if client == "bare" else client_capabilities(client))
+    capabilities = BARE if client == "bare" else client_capabilities(client)
+    return EditCapabilities.of(CONVERTER.unstructure(capabilities))
+
+
+def workspace_edit(proposal: EditProposal, caps: EditCapabilities, encoding: str) -> Any:
+    """The server's WorkspaceEdit, read as the LSP type it must be."""
+    edit = port.workspace_edit(proposal, caps, encoding)
+    return CONVERTER.structure(edit, types.WorkspaceEdit)
 
 
 def proposal(*changes: FileChange, review: bool = True) -> EditProposal:

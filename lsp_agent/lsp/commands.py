@@ -10,20 +10,18 @@ do not show answers themselves, ends it with the answer on screen.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import itertools
 import logging
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
-
-from lsprotocol import types
-from pygls.exceptions import JsonRpcInvalidParams, JsonRpcInvalidRequest
-from pygls.uris import to_fs_path
 
 from lsp_agent import __version__
 from lsp_agent.config import load_settings
 from lsp_agent.errors import ToolError, UserError
-from lsp_agent.lsp import names, positions
+from lsp_agent.lsp import names, positions, protocol
 from lsp_agent.lsp.arguments import (
     ArgumentError,
     AskArguments,
@@ -32,7 +30,9 @@ from lsp_agent.lsp.arguments import (
     session_argument,
     undo_arguments,
 )
-from lsp_agent.lsp.protocol import work_done_token
+from lsp_agent.lsp.port import ERROR, INFO
+from lsp_agent.lsp.rpc import invalid_params, invalid_request
+from lsp_agent.lsp.uris import to_fs_path
 from lsp_agent.tools.stats import EditStats, combined
 
 if TYPE_CHECKING:
@@ -46,6 +46,17 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+Token = int | str
+"""A `$/progress` token."""
+
+Command = Callable[..., Awaitable[Any]]
+
+work_done_token: contextvars.ContextVar[Token | None] = contextvars.ContextVar(
+    "work_done_token", default=None
+)
+"""The `workDoneToken` of the `workspace/executeCommand` request being handled (each request
+runs as its own task, in its own context)."""
 
 ENDED = {
     "cancelled": "the turn was cancelled",
@@ -63,10 +74,13 @@ ANSWER_IN_MESSAGE = 1500
 
 
 def register(ls: AgentServer) -> None:
-    """Register every `lspAgent.*` command on the server."""
+    """Register every `lspAgent.*` command on the server, and `workspace/executeCommand`."""
     turns = Turns(ls)
+    commands: dict[str, Command] = {}
+    ls.on_request(protocol.EXECUTE_COMMAND)(partial(_execute, commands))
+    command = partial(_into, commands)
 
-    @ls.command(names.ASK)
+    @command(names.ASK)
     async def ask(*arguments: Any) -> dict[str, Any]:
         """Run one agent turn; answers when the turn ends."""
         args = _checked(lambda: ask_arguments(names.ASK, arguments))
@@ -79,7 +93,7 @@ def register(ls: AgentServer) -> None:
             answer["error"] = ls.in_client_words(answer["error"])
         return answer
 
-    @ls.command(names.START)
+    @command(names.START)
     async def start(*arguments: Any) -> dict[str, Any]:
         """Start one agent turn and answer at once; events, progress and a final message tell
         the rest (for clients that time out long requests)."""
@@ -90,7 +104,7 @@ def register(ls: AgentServer) -> None:
         ls.run_task(turns.follow(agent, session, token), "a turn")
         return {"session": session.id}
 
-    @ls.command(names.CANCEL)
+    @command(names.CANCEL)
     async def cancel(*arguments: Any) -> dict[str, bool]:
         """Cancel a session's running turn."""
         session = _checked(lambda: session_argument(names.CANCEL, arguments, required=True))
@@ -98,14 +112,14 @@ def register(ls: AgentServer) -> None:
         cancelled = any(f.agent.cancel(session) for f in ls.folders if f.agent is not None)
         return {"cancelled": cancelled}
 
-    @ls.command(names.NEW_SESSION)
+    @command(names.NEW_SESSION)
     async def new_session(*arguments: Any) -> dict[str, str]:
         """Start a new conversation."""
         folder = _checked(lambda: folder_argument(names.NEW_SESSION, arguments))
         agent = await _agent(ls, await _folder(ls, folder=folder))
         return {"session": agent.new_session().id}
 
-    @ls.command(names.SESSIONS)
+    @command(names.SESSIONS)
     async def sessions(*arguments: Any) -> list[dict[str, Any]]:
         """The stored sessions of a folder (of every folder when none is named), newest first."""
         folder = _checked(lambda: folder_argument(names.SESSIONS, arguments))
@@ -124,7 +138,7 @@ def register(ls: AgentServer) -> None:
             listed, key=lambda item: (str(item["started"]), str(item["session"])), reverse=True
         )
 
-    @ls.command(names.HISTORY)
+    @command(names.HISTORY)
     async def history(*arguments: Any) -> list[dict[str, Any]]:
         """A session's conversation as displayable items, from its transcript."""
         session = _checked(lambda: session_argument(names.HISTORY, arguments, required=True))
@@ -132,14 +146,14 @@ def register(ls: AgentServer) -> None:
         agent = await _agent(ls, await _folder(ls, session=session))
         return await _user_errors_async(ls, agent.history(session))
 
-    @ls.command(names.UNDO_TURN)
+    @command(names.UNDO_TURN)
     async def undo_turn(*arguments: Any) -> dict[str, Any]:
         """Propose one edit that restores what a turn's accepted edits changed."""
         args = _checked(lambda: undo_arguments(arguments))
         agent = await _agent(ls, await _folder(ls, session=args.session))
         return await _user_errors_async(ls, agent.undo_turn(args.session, args.turn, args.mode))
 
-    @ls.command(names.STATUS)
+    @command(names.STATUS)
     async def status(*arguments: Any) -> dict[str, Any]:
         """The model and settings in effect, and the sessions of this server."""
         wanted = _checked(lambda: session_argument(names.STATUS, arguments, required=False))
@@ -175,6 +189,28 @@ def register(ls: AgentServer) -> None:
         }
 
 
+def _into(commands: dict[str, Command], name: str) -> Callable[[Command], Command]:
+    """A decorator that enters its function in `commands` as the command `name`."""
+
+    def enter(handler: Command) -> Command:
+        commands[name] = handler
+        return handler
+
+    return enter
+
+
+async def _execute(commands: dict[str, Command], params: dict[str, Any]) -> Any:
+    """`workspace/executeCommand`, run as the request's own task: a `$/cancelRequest` for the
+    request lands in the command as `CancelledError` (and a turn it waits for is cancelled)."""
+    handler = commands.get(params["command"])
+    if handler is None:
+        raise invalid_params(
+            f"unknown command {params['command']!r}: lsp-agent offers " + ", ".join(names.COMMANDS)
+        )
+    work_done_token.set(params.get("workDoneToken"))
+    return await handler(*(params.get("arguments") or []))
+
+
 class Turns:
     """Follows running turns for the editor: `$/progress`, and the answer for clients that do
     not show answers themselves (`window/showMessage`, and the answer as a Markdown document
@@ -184,27 +220,25 @@ class Turns:
         self.ls = ls
         self._tokens = itertools.count(1)
 
-    async def token(self, given: types.ProgressToken | None) -> types.ProgressToken | None:
+    async def token(self, given: Token | None) -> Token | None:
         """The turn's progress token: the editor's, else one of ours for a client that shows
         progress. Made before the turn starts: made after, the client's answer could come after
         the turn's first tool, whose report would then be lost."""
         return given if given is not None else await self._made_token()
 
-    def begin(self, session: Session, prompt: str, token: types.ProgressToken | None) -> None:
+    def begin(self, session: Session, prompt: str, token: Token | None) -> None:
         """Start reporting the session's turn (at once: the turn runs from the next step)."""
         if token is None:
             return
         ls = self.ls
         ls.port.progress[session.id] = token
         ls.progress_sessions[token] = session.id
-        ls.work_done_progress.begin(
+        ls.port.report(
             token,
-            types.WorkDoneProgressBegin(title="lsp-agent", message=prompt[:100], cancellable=True),
+            {"kind": "begin", "title": "lsp-agent", "message": prompt[:100], "cancellable": True},
         )
 
-    async def follow(
-        self, agent: Agent, session: Session, token: types.ProgressToken | None
-    ) -> TurnResult:
+    async def follow(self, agent: Agent, session: Session, token: Token | None) -> TurnResult:
         """Wait for the session's turn to end, ending its progress; the turn's result."""
         ls = self.ls
         try:
@@ -213,26 +247,24 @@ class Turns:
             if token is not None:
                 ls.port.progress.pop(session.id, None)
                 ls.progress_sessions.pop(token, None)
-                ls.work_done_progress.end(token, types.WorkDoneProgressEnd(message="done"))
+                ls.port.report(token, {"kind": "end", "message": "done"})
         if not ls.client.shows_answers:
             await self._show_answer(agent, result)
         return result
 
-    async def _made_token(self) -> types.ProgressToken | None:
+    async def _made_token(self) -> Token | None:
         """A progress token of the server's, for clients that show progress and sent none."""
         ls = self.ls
-        window = ls.client_capabilities.window
-        if ls.client.shows_answers or window is None or not window.work_done_progress:
+        if ls.client.shows_answers or ls.capability("window", "workDoneProgress") is not True:
             return None
         token = f"lsp-agent-turn-{next(self._tokens)}"
-        create = types.WorkDoneProgressCreateParams(token=token)
         try:
             async with asyncio.timeout(PROGRESS_CREATE_WAIT_S):
-                await ls.port.request(types.WINDOW_WORK_DONE_PROGRESS_CREATE, create)
+                await ls.port.request(protocol.PROGRESS_CREATE, {"token": token})
         except TimeoutError:  # withdrawn: the turn must not wait on a client that never answers
             log.warning(
                 "lsp-agent: no answer to %s in %.0f s; the turn runs without progress",
-                types.WINDOW_WORK_DONE_PROGRESS_CREATE,
+                protocol.PROGRESS_CREATE,
                 PROGRESS_CREATE_WAIT_S,
             )
             return None
@@ -249,24 +281,20 @@ class Turns:
             ended += f": {result.error}" if result.error else ""
             text = f"{text}\n\n({ended})" if text else ended
         document = await asyncio.to_thread(_answer_file, agent, result, text)
-        window = ls.client_capabilities.window
         shown = False
         # Neovim 0.7 says `showDocument: {support: false}`: only `support` counts.
-        if window is not None and window.show_document is not None and window.show_document.support:
+        if ls.capability("window", "showDocument", "support") is True:
             try:
-                answer = await ls.window_show_document_async(
-                    types.ShowDocumentParams(uri=document.as_uri(), take_focus=False)
+                answer = await ls.port.request(
+                    protocol.SHOW_DOCUMENT, {"uri": document.as_uri(), "takeFocus": False}
                 )
-                shown = bool(answer and answer.success)
+                shown = isinstance(answer, dict) and answer.get("success") is True
             except Exception as error:
                 log.info("lsp-agent: the answer document was not shown: %r", error)
         message = text if len(text) <= ANSWER_IN_MESSAGE else text[:ANSWER_IN_MESSAGE] + "…"
         if len(text) > ANSWER_IN_MESSAGE or not shown:
             message += f"\n\n(the whole answer: {document})"
-        kind = types.MessageType.Error if result.status == "failed" else types.MessageType.Info
-        ls.window_show_message(
-            types.ShowMessageParams(type=kind, message=ls.in_client_words(message))
-        )
+        ls.show_message(ERROR if result.status == "failed" else INFO, ls.in_client_words(message))
 
 
 def _answer_file(agent: Agent, result: TurnResult, text: str) -> Path:
@@ -315,7 +343,7 @@ async def _selection(ls: AgentServer, agent: Agent, args: AskArguments) -> Selec
         path = agent.workspace.resolve(str(_path_of(args.uri)))
         document = await agent.workspace_document(path)
     except ToolError as error:
-        raise JsonRpcInvalidParams.of(ValueError(f"uri: {error.message}")) from None
+        raise invalid_params(f"uri: {error.message}") from None
     if args.range is None:
         return Selection(path)
     return selection_of(document.text, args.range, ls.position_encoding, path)
@@ -324,7 +352,7 @@ async def _selection(ls: AgentServer, agent: Agent, args: AskArguments) -> Selec
 def _path_of(uri: str) -> Path:
     fs_path = to_fs_path(uri)
     if not fs_path:
-        raise JsonRpcInvalidParams.of(ValueError(f"not a file URI: {uri!r}"))
+        raise invalid_params(f"not a file URI: {uri!r}")
     return Path(fs_path).resolve()
 
 
@@ -361,7 +389,7 @@ def _checked(parse: Callable[[], T]) -> T:
     try:
         return parse()
     except ArgumentError as error:
-        raise JsonRpcInvalidParams.of(error) from None
+        raise invalid_params(error) from None
 
 
 def _user_errors(ls: AgentServer, call: Callable[[], T]) -> T:
@@ -369,14 +397,14 @@ def _user_errors(ls: AgentServer, call: Callable[[], T]) -> T:
     try:
         return call()
     except UserError as error:
-        raise JsonRpcInvalidRequest(message=ls.in_client_words(str(error))) from None
+        raise invalid_request(ls.in_client_words(str(error))) from None
 
 
 async def _user_errors_async(ls: AgentServer, awaitable: Awaitable[T]) -> T:
     try:
         return await awaitable
     except UserError as error:
-        raise JsonRpcInvalidRequest(message=ls.in_client_words(str(error))) from None
+        raise invalid_request(ls.in_client_words(str(error))) from None
 
 
 def selection_of(text: str, range_: Range, encoding: str, path: Path) -> Selection:

@@ -1,18 +1,15 @@
 """Serving one editor connection: frames in on a thread, handled on the loop, and an end on time.
 
-pygls' `start_io` is not used, for two reasons found from outside:
-
-- it ends through `asyncio.run`, whose teardown waits without bound: for every task (a `git`
-  subprocess cancelled while being created never finishes on CPython 3.11's unix loop) and for
-  every worker thread (one blocked reading the editor's pipe never returns). A server whose
-  editor left in its first second could live on for ever;
-- it swallows the `SystemExit` of `exit`, so `exit` without `shutdown` ended with code 0, where
-  the specification wants 1.
+The loop is not run through `asyncio.run`, whose teardown waits without bound: for every task
+(a `git` subprocess cancelled while being created never finishes on CPython 3.11's unix loop) and
+for every worker thread (one blocked reading the editor's pipe never returns): a server whose
+editor left in its first second could live on for ever.
 
 Here the editor's messages are read by a daemon thread and handed to the loop; when the editor
 leaves (`exit`, or the end of its input), the server gets `EXIT_GRACE_S` to cancel turns and stop
 watching, and then the process ends, whatever a task or a thread is still doing: a watchdog timer
-makes sure of it even if the loop itself is stuck.
+makes sure of it even if the loop itself is stuck. `exit` ends with code 0 after `shutdown` and
+1 without, as the specification wants.
 """
 
 from __future__ import annotations
@@ -47,7 +44,7 @@ CLEANUP_SHARE = 0.6
 
 
 class Writer(Protocol):
-    """Where the server's messages go (pygls' writer interface)."""
+    """Where the server's messages go."""
 
     def write(self, data: bytes) -> None: ...
 
@@ -234,7 +231,7 @@ class ParseError:
 
 
 class _Writer:
-    """pygls' writer interface over a binary stream: each message written and flushed."""
+    """A `Writer` over a binary stream: each message written and flushed."""
 
     def __init__(self, stream: BinaryIO) -> None:
         self._stream = stream

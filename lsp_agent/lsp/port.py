@@ -10,20 +10,16 @@ answer to it is dropped quietly.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from lsprotocol import types
-from pygls.exceptions import JsonRpcException
-from pygls.progress import Progress
-from pygls.protocol import LanguageServerProtocol
-
-from lsp_agent.lsp import names, positions
+from lsp_agent.lsp import names, positions, protocol
 from lsp_agent.lsp.arguments import ClientOptions
+from lsp_agent.lsp.documents import Buffer
+from lsp_agent.lsp.rpc import Peer, RpcError
 from lsp_agent.port import Document, EditOutcome, EditProposal, wait_until
 
 ANNOTATION_ID = "lsp-agent"
@@ -42,18 +38,26 @@ class EditCapabilities:
     """`changeAnnotationSupport`."""
 
     @classmethod
-    def of(cls, capabilities: types.ClientCapabilities) -> EditCapabilities:
-        workspace = capabilities.workspace
-        edit = workspace.workspace_edit if workspace is not None else None
-        if edit is None:
+    def of(cls, capabilities: dict[str, Any]) -> EditCapabilities:
+        """From the client's `initialize` capabilities (what is not as LSP says counts as no)."""
+        edit = _member(_member(capabilities, "workspace"), "workspaceEdit")
+        if not edit:
             return cls()
-        operations = edit.resource_operations or []
+        operations = edit.get("resourceOperations")
+        if not isinstance(operations, list):
+            operations = []
         return cls(
-            document_changes=bool(edit.document_changes or edit.resource_operations),
-            create=types.ResourceOperationKind.Create in operations,
-            delete=types.ResourceOperationKind.Delete in operations,
-            annotations=bool(edit.change_annotation_support),
+            document_changes=edit.get("documentChanges") is True or bool(operations),
+            create="create" in operations,
+            delete="delete" in operations,
+            annotations=bool(edit.get("changeAnnotationSupport")),
         )
+
+
+def _member(value: Any, key: str) -> dict[str, Any]:
+    """`value[key]` when both are objects, else an empty object."""
+    found = value.get(key) if isinstance(value, dict) else None
+    return found if isinstance(found, dict) else {}
 
 
 def missing_operation(proposal: EditProposal, caps: EditCapabilities) -> str | None:
@@ -72,21 +76,19 @@ def missing_operation(proposal: EditProposal, caps: EditCapabilities) -> str | N
     return None
 
 
-def workspace_edit(
-    proposal: EditProposal, caps: EditCapabilities, encoding: str
-) -> types.WorkspaceEdit:
+def workspace_edit(proposal: EditProposal, caps: EditCapabilities, encoding: str) -> dict[str, Any]:
     """The `WorkspaceEdit` of a proposal for a client with `caps`: minimal text edits in the
     negotiated position `encoding`, versioned and annotated where the client understands it."""
     annotated = caps.annotations and caps.document_changes
-    creates: list[Any] = []
-    document_changes: list[Any] = []
-    deletes: list[Any] = []
-    changes: dict[str, list[types.TextEdit]] = {}
+    creates: list[dict[str, Any]] = []
+    document_changes: list[dict[str, Any]] = []
+    deletes: list[dict[str, Any]] = []
+    changes: dict[str, list[dict[str, Any]]] = {}
     for change in proposal.changes:
         uri = change.path.as_uri()
         if change.after is None:
             # Only reached when the client supports deletes (`missing_operation`).
-            deletes.append(types.DeleteFile(uri=uri, kind="delete"))
+            deletes.append({"kind": "delete", "uri": uri})
             continue
         planned = [
             _text_edit(edit, annotated)
@@ -94,62 +96,52 @@ def workspace_edit(
         ]
         if caps.document_changes:
             if change.before is None and caps.create:
-                creates.append(types.CreateFile(uri=uri, kind="create"))
-            identifier = types.OptionalVersionedTextDocumentIdentifier(
-                uri=uri, version=change.version
+                creates.append({"kind": "create", "uri": uri})
+            document_changes.append(
+                {"textDocument": {"uri": uri, "version": change.version}, "edits": planned}
             )
-            document_changes.append(types.TextDocumentEdit(identifier, list(planned)))
         else:
-            changes[uri] = [types.TextEdit(range=e.range, new_text=e.new_text) for e in planned]
+            changes[uri] = planned
     if not caps.document_changes:
-        return types.WorkspaceEdit(changes=changes)
-    annotations = None
-    if annotated:
-        annotations = {
-            ANNOTATION_ID: types.ChangeAnnotation(
-                label=proposal.label,
-                needs_confirmation=proposal.needs_confirmation,
-                description=proposal.description,
-            )
-        }
+        return {"changes": changes}
     # Files are created before their text is edited in, and deleted last.
-    return types.WorkspaceEdit(
-        document_changes=creates + document_changes + deletes, change_annotations=annotations
-    )
-
-
-def _text_edit(
-    edit: positions.TextEdit, annotated: bool
-) -> types.TextEdit | types.AnnotatedTextEdit:
-    range_ = types.Range(
-        start=types.Position(line=edit.start_line, character=edit.start_character),
-        end=types.Position(line=edit.end_line, character=edit.end_character),
-    )
+    edit: dict[str, Any] = {"documentChanges": creates + document_changes + deletes}
     if annotated:
-        return types.AnnotatedTextEdit(
-            range=range_, new_text=edit.new_text, annotation_id=ANNOTATION_ID
-        )
-    return types.TextEdit(range=range_, new_text=edit.new_text)
+        edit["changeAnnotations"] = {
+            ANNOTATION_ID: {
+                "label": proposal.label,
+                "needsConfirmation": proposal.needs_confirmation,
+                "description": proposal.description,
+            }
+        }
+    return edit
+
+
+def _text_edit(edit: positions.TextEdit, annotated: bool) -> dict[str, Any]:
+    text_edit: dict[str, Any] = {
+        "range": {
+            "start": {"line": edit.start_line, "character": edit.start_character},
+            "end": {"line": edit.end_line, "character": edit.end_character},
+        },
+        "newText": edit.new_text,
+    }
+    if annotated:
+        text_edit["annotationId"] = ANNOTATION_ID
+    return text_edit
 
 
 class Connection(Protocol):
     """What the port uses of the server it belongs to (`server.AgentServer`)."""
 
     client: ClientOptions
-    protocol: LanguageServerProtocol
+    rpc: Peer
+    position_encoding: str
 
-    @property
-    def client_capabilities(self) -> types.ClientCapabilities: ...
+    def capability(self, *path: str) -> Any: ...
 
-    @property
-    def work_done_progress(self) -> Progress: ...
+    def open_document(self, path: Path) -> Buffer | None: ...
 
-    @property
-    def position_encoding(self) -> str: ...
-
-    def open_document(self, path: Path) -> Any: ...
-
-    def window_log_message(self, params: types.LogMessageParams) -> None: ...
+    def log_message(self, message: str) -> None: ...
 
 
 class LspPort:
@@ -157,9 +149,8 @@ class LspPort:
 
     def __init__(self, server: Connection) -> None:
         self.server = server
-        self.progress: dict[str, types.ProgressToken] = {}
+        self.progress: dict[str, int | str] = {}
         """Work-done tokens of running turns, by session id."""
-        self._ids = itertools.count(1)
         self._changed = asyncio.Event()
         """Set (and replaced) whenever the editor opens or changes a buffer."""
 
@@ -187,14 +178,13 @@ class LspPort:
 
     async def propose_edit(self, proposal: EditProposal) -> EditOutcome:
         server = self.server
-        capabilities = server.client_capabilities.workspace
-        if capabilities is not None and capabilities.apply_edit is False:
+        if server.capability("workspace", "applyEdit") is False:
             return EditOutcome(
                 False,
                 "this editor does not accept workspace/applyEdit, so edits cannot be shown",
                 failed=True,
             )
-        caps = EditCapabilities.of(server.client_capabilities)
+        caps = EditCapabilities.of(server.capability() or {})
         missing = missing_operation(proposal, caps)
         if missing is not None:
             return EditOutcome(
@@ -207,24 +197,24 @@ class LspPort:
             return EditOutcome(False, "the buffer changed before the edit was sent", stale=True)
         try:
             result = await self.request(
-                types.WORKSPACE_APPLY_EDIT,
-                types.ApplyWorkspaceEditParams(edit=edit, label=proposal.label),
+                protocol.APPLY_EDIT, {"label": proposal.label, "edit": edit}
             )
-        except JsonRpcException as error:
+        except RpcError as error:
             if refused_as_stale(error):
                 # eglot checks the version itself, and tells the server of the typing that
                 # moved it on only once the user pauses: wait for that, to merge onto it.
                 await self._newer_versions(proposal)
                 return EditOutcome(False, "the buffer changed before the edit landed", stale=True)
             if not declined(error):
-                reason = f"the editor failed to apply the edit: {error}"
-                return EditOutcome(False, reason, failed=True)
-            result = types.ApplyWorkspaceEditResult(applied=False)
-        if result.applied:
+                failure = f"the editor failed to apply the edit: {error}"
+                return EditOutcome(False, failure, failed=True)
+            result = {"applied": False}
+        applied, reason = _apply_result(result)
+        if applied:
             return EditOutcome(True)
         if self._moved_on(proposal):
-            return EditOutcome(False, result.failure_reason, stale=True)
-        return EditOutcome(False, result.failure_reason)
+            return EditOutcome(False, reason, stale=True)
+        return EditOutcome(False, reason)
 
     async def _newer_versions(self, proposal: EditProposal) -> None:
         """Wait until every buffer the proposal is pinned to has a newer version (each at most
@@ -244,52 +234,53 @@ class LspPort:
         return False
 
     async def ask_user(self, question: str, actions: Sequence[str]) -> str | None:
+        params = {
+            "type": WARNING,
+            "message": question,
+            "actions": [{"title": action} for action in actions],
+        }
         try:
-            answer = await self.request(
-                types.WINDOW_SHOW_MESSAGE_REQUEST,
-                types.ShowMessageRequestParams(
-                    type=types.MessageType.Warning,
-                    message=question,
-                    actions=[types.MessageActionItem(title=a) for a in actions],
-                ),
-            )
-        except JsonRpcException:
+            answer = await self.request(protocol.SHOW_MESSAGE_REQUEST, params)
+        except RpcError:
             return None
-        return answer.title if answer is not None else None
+        title = answer.get("title") if isinstance(answer, dict) else None
+        return title if isinstance(title, str) else None
 
     async def request(self, method: str, params: Any) -> Any:
-        """Send a request to the editor; when the caller stops waiting for it, withdraw it."""
-        protocol = self.server.protocol
-        msg_id = f"lsp-agent-{next(self._ids)}"
-        future = protocol.send_request_async(method, params, msg_id=msg_id)
-        try:
-            return await future
-        except asyncio.CancelledError:
-            # A late answer then finds no waiter and is dropped with a log line, never shown.
-            protocol._request_futures.pop(msg_id, None)
-            protocol._result_types.pop(msg_id, None)
-            protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
-            raise
+        """Send a request to the editor; when the caller stops waiting for it, it is withdrawn."""
+        return await self.server.rpc.request(method, params)
 
     def emit(self, event: dict[str, Any]) -> None:
         # A compaction that is starting is news for `$/progress` only: the editors' event
         # stream gets each layer's `compaction` event, with its figures, once it is done.
         starting = event["kind"] == "compaction" and event.get("phase") == "started"
         if not starting and self.server.client.events:
-            self.server.protocol.notify(names.EVENT, event)
+            self.server.rpc.notify(names.EVENT, event)
         token = self.progress.get(event["session"])
         if token is None:
             return
         message = progress_message(event)
         if message is not None:
-            self.server.work_done_progress.report(
-                token, types.WorkDoneProgressReport(message=message[:200], cancellable=True)
-            )
+            self.report(token, {"kind": "report", "message": message[:200], "cancellable": True})
+
+    def report(self, token: int | str, value: dict[str, Any]) -> None:
+        """A `$/progress` notification: `value` is a begin, a report or an end."""
+        self.server.rpc.notify(protocol.PROGRESS, {"token": token, "value": value})
 
     def log(self, message: str) -> None:
-        self.server.window_log_message(
-            types.LogMessageParams(type=types.MessageType.Log, message=message)
-        )
+        self.server.log_message(message)
+
+
+ERROR, WARNING, INFO, LOG = 1, 2, 3, 4
+"""LSP's `MessageType`s."""
+
+
+def _apply_result(result: Any) -> tuple[bool, str | None]:
+    """An `ApplyWorkspaceEditResult`: applied or not, and the editor's reason when it says one."""
+    if not isinstance(result, dict):
+        return False, "the editor answered workspace/applyEdit with no result"
+    reason = result.get("failureReason")
+    return result.get("applied") is True, reason if isinstance(reason, str) else None
 
 
 def progress_message(event: dict[str, Any]) -> str | None:
@@ -322,7 +313,7 @@ STALE_REFUSAL = re.compile(r"require version \d+, (you )?have \d+")
 """eglot's error answer to an edit pinned to an older version of the buffer than it has."""
 
 
-def refused_as_stale(error: JsonRpcException) -> bool:
+def refused_as_stale(error: RpcError) -> bool:
     """Whether an error answer to `workspace/applyEdit` says the buffer moved on (eglot)."""
     return STALE_REFUSAL.search(error.message) is not None
 
@@ -332,7 +323,7 @@ DECLINED_MESSAGES = ("user cancelled server edit",)
 answers "n" at its "Proceed?" prompt with this error instead of `applied: false`."""
 
 
-def declined(error: JsonRpcException) -> bool:
+def declined(error: RpcError) -> bool:
     """Whether an error answer to `workspace/applyEdit` is the user's refusal, not a failure:
     eglot's message for "n" (`DECLINED_MESSAGES`), or an error carrying `applied: false` in its
     data (eglot 1.16 and later when the user quits the prompt)."""

@@ -1,73 +1,139 @@
-"""pygls' protocol, with the parts lsp-agent handles itself.
+"""Every message from the editor, checked before anything acts on it.
 
-- `workspace/executeCommand` runs as a cancellable request: pygls runs registered commands under
-  a private id, so a `$/cancelRequest` for the editor's request never reached them. Handling the
-  method here makes the command's task the request's future: the cancel lands in the handler as
-  `CancelledError`, and the handler turns it into a cancelled turn. The handler also gets the
-  request's `workDoneToken`.
-- `exit` ends the connection through the server (`connection.py`), with code 0 after `shutdown`
-  and 1 without, as the specification wants.
-
-`vet` checks every message against JSON-RPC 2.0 and the LSP lifecycle before pygls sees it, so
-that whatever a client sends is answered by the specification's error (or dropped, for a
-notification) and never leaves a request unanswered.
+`vet` checks a message against JSON-RPC 2.0, the LSP lifecycle and, for each method lsp-agent
+handles, the shape of the parameters it reads: whatever a client sends is answered by the
+specification's error (or dropped with a log line, for a notification), and never leaves a
+request unanswered or a handler reading a number where it wants an object. The shapes check
+only what the server reads; anything else in a message is the client's business.
 """
 
 from __future__ import annotations
 
-import contextvars
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from lsprotocol import types
-from pygls.exceptions import JsonRpcInvalidParams
-from pygls.protocol import LanguageServerProtocol, lsp_method
+from lsp_agent.lsp.rpc import INVALID_PARAMS, INVALID_REQUEST, SERVER_NOT_INITIALIZED
 
-from lsp_agent.lsp import names
+INITIALIZE = "initialize"
+INITIALIZED = "initialized"
+SHUTDOWN = "shutdown"
+EXIT = "exit"
+CANCEL_REQUEST = "$/cancelRequest"
+PROGRESS = "$/progress"
+SET_TRACE = "$/setTrace"
+DID_OPEN = "textDocument/didOpen"
+DID_CHANGE = "textDocument/didChange"
+DID_SAVE = "textDocument/didSave"
+DID_CLOSE = "textDocument/didClose"
+CODE_ACTION = "textDocument/codeAction"
+EXECUTE_COMMAND = "workspace/executeCommand"
+FOLDERS_CHANGED = "workspace/didChangeWorkspaceFolders"
+CONFIGURATION_CHANGED = "workspace/didChangeConfiguration"
+PROGRESS_CANCEL = "window/workDoneProgress/cancel"
 
-work_done_token: contextvars.ContextVar[types.ProgressToken | None] = contextvars.ContextVar(
-    "work_done_token", default=None
-)
-"""The `workDoneToken` of the `workspace/executeCommand` request being handled."""
-
-
-class Leaving(Protocol):
-    """The server's side of the end of a connection (`server.AgentServer.leave`)."""
-
-    def leave(self) -> None: ...
-
-
-class AgentProtocol(LanguageServerProtocol):
-    """pygls' protocol with lsp-agent's commands and lifecycle."""
-
-    _server: Leaving  # type: ignore[assignment]
-
-    @lsp_method(types.WORKSPACE_EXECUTE_COMMAND)
-    async def lsp_workspace__execute_command(  # type: ignore[override]
-        self, params: types.ExecuteCommandParams
-    ) -> Any:
-        handler = self.fm.commands.get(params.command)
-        if handler is None:
-            raise JsonRpcInvalidParams.of(
-                ValueError(
-                    f"unknown command {params.command!r}: lsp-agent offers "
-                    + ", ".join(names.COMMANDS)
-                )
-            )
-        work_done_token.set(params.work_done_token)
-        return await handler(*(params.arguments or []))
-
-    @lsp_method(types.EXIT)
-    def lsp_exit(self, *args: Any) -> None:  # type: ignore[override]
-        """The editor says goodbye: the connection ends the process."""
-        self._server.leave()
+# Server → client.
+APPLY_EDIT = "workspace/applyEdit"
+CONFIGURATION = "workspace/configuration"
+SHOW_MESSAGE = "window/showMessage"
+SHOW_MESSAGE_REQUEST = "window/showMessageRequest"
+SHOW_DOCUMENT = "window/showDocument"
+LOG_MESSAGE = "window/logMessage"
+PROGRESS_CREATE = "window/workDoneProgress/create"
 
 
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-SERVER_NOT_INITIALIZED = -32002
+class Opt:
+    """A member that may be absent or null."""
+
+    def __init__(self, spec: Any) -> None:
+        self.spec = spec
+
+
+UINT = "uint"
+"""A JSON integer ≥ 0 (LSP's `uinteger`)."""
+OBJECT = "object"
+"""Any JSON object."""
+ANY = "any"
+ID = (int, str)
+
+POSITION = {"line": UINT, "character": UINT}
+RANGE = {"start": POSITION, "end": POSITION}
+DOCUMENT = {"uri": str}
+FOLDER = {"uri": str, "name": str}
+DIAGNOSTIC = {"range": RANGE, "message": str, "source": Opt(str), "code": Opt(ID)}
+
+PARAMS: dict[str, Any] = {
+    INITIALIZE: {
+        "capabilities": OBJECT,
+        "processId": Opt(int),
+        "rootUri": Opt(str),
+        "rootPath": Opt(str),
+        "workspaceFolders": Opt([FOLDER]),
+        "initializationOptions": ANY,
+    },
+    INITIALIZED: Opt(OBJECT),
+    SHUTDOWN: ANY,
+    CANCEL_REQUEST: {"id": ID},
+    PROGRESS: ANY,
+    SET_TRACE: {"value": str},
+    DID_OPEN: {"textDocument": {"uri": str, "version": Opt(int), "text": str}},
+    DID_CHANGE: {
+        "textDocument": {"uri": str, "version": Opt(int)},
+        "contentChanges": [{"range": Opt(RANGE), "text": str}],
+    },
+    DID_SAVE: {"textDocument": DOCUMENT, "text": Opt(str)},
+    DID_CLOSE: {"textDocument": DOCUMENT},
+    CODE_ACTION: {
+        "textDocument": DOCUMENT,
+        "range": RANGE,
+        "context": {"diagnostics": [DIAGNOSTIC], "only": Opt([str])},
+    },
+    EXECUTE_COMMAND: {"command": str, "arguments": Opt([ANY]), "workDoneToken": Opt(ID)},
+    FOLDERS_CHANGED: {"event": {"added": [FOLDER], "removed": [FOLDER]}},
+    CONFIGURATION_CHANGED: OBJECT,
+    PROGRESS_CANCEL: {"token": ID},
+}
+"""What each method lsp-agent handles must carry, as far as the server reads it."""
+
+
+def problem(value: Any, spec: Any, where: str) -> str | None:
+    """What is wrong with `value` against `spec` (named `where`), or None."""
+    if isinstance(spec, Opt):
+        return None if value is None else problem(value, spec.spec, where)
+    if spec == ANY:
+        return None
+    if value is None:
+        return f"{where} is missing"
+    if isinstance(spec, dict):
+        if not isinstance(value, dict):
+            return f"{where} must be an object"
+        for key, member in spec.items():
+            found = problem(value.get(key), member, f"{where}.{key}")
+            if found is not None:
+                return found
+        return None
+    if isinstance(spec, list):
+        if not isinstance(value, list):
+            return f"{where} must be an array"
+        for index, item in enumerate(value):
+            found = problem(item, spec[0], f"{where}[{index}]")
+            if found is not None:
+                return found
+        return None
+    return _scalar_problem(value, spec, where)
+
+
+def _scalar_problem(value: Any, spec: Any, where: str) -> str | None:
+    if spec == OBJECT:
+        return None if isinstance(value, dict) else f"{where} must be an object"
+    if spec == UINT:
+        ok = _is_int(value) and value >= 0
+        return None if ok else f"{where} must be an integer ≥ 0"
+    types = spec if isinstance(spec, tuple) else (spec,)
+    ok = isinstance(value, types) and (bool in types or not isinstance(value, bool))
+    if ok:
+        return None
+    names = " or ".join({int: "an integer", str: "a string", bool: "a boolean"}[t] for t in types)
+    return f"{where} must be {names}"
 
 
 @dataclass(frozen=True)
@@ -81,7 +147,7 @@ class Refusal:
 
 
 def vet(message: Any, *, initialized: bool, shutting_down: bool) -> Refusal | None:
-    """None when `message` may go to the protocol; else what to answer or log instead."""
+    """None when `message` may be handled; else what to answer or log instead."""
     if not isinstance(message, dict):
         kind = "a batch (an array)" if isinstance(message, list) else type(message).__name__
         return Refusal(INVALID_REQUEST, f"Invalid Request: a message must be an object, not {kind}")
@@ -104,25 +170,28 @@ def vet(message: Any, *, initialized: bool, shutting_down: bool) -> Refusal | No
     params = message.get("params")
     if params is not None and not isinstance(params, (dict, list)):
         if request:
-            return Refusal(INVALID_PARAMS, f"Invalid params: {method} params must be an object")
+            return Refusal(
+                INVALID_PARAMS, f"Invalid params: {method} params must be an object", answer_to
+            )
         return Refusal(None, f"{method} with params that are not an object")
     refused = _out_of_order(method, request, answer_to, initialized, shutting_down)
-    if refused is not None or method == types.EXIT:
+    if refused is not None or method == EXIT:
         return refused
+    found = _params_problem(method, params)
+    if found is None:
+        return None
     if request:
-        problem = _params_problem(method, params)
-        if problem is not None:
-            return Refusal(INVALID_PARAMS, f"Invalid params: {problem}", answer_to)
-    return None
+        return Refusal(INVALID_PARAMS, f"Invalid params: {found}", answer_to)
+    return Refusal(None, f"cannot read {method}: {found}")
 
 
 def _out_of_order(
     method: str, request: bool, answer_to: Any, initialized: bool, shutting_down: bool
 ) -> Refusal | None:
     """A message the lifecycle does not allow now: before `initialize`, after `shutdown`."""
-    if method == types.EXIT:
+    if method == EXIT:
         return None
-    if not initialized and method != types.INITIALIZE:
+    if not initialized and method != INITIALIZE:
         if request:
             return Refusal(
                 SERVER_NOT_INITIALIZED,
@@ -130,6 +199,10 @@ def _out_of_order(
                 answer_to,
             )
         return Refusal(None, f"{method} before initialize")
+    if initialized and method == INITIALIZE and request:
+        return Refusal(
+            INVALID_REQUEST, "Invalid Request: initialize was already received", answer_to
+        )
     if shutting_down:
         if request:
             return Refusal(INVALID_REQUEST, f"Invalid Request: {method} after shutdown", answer_to)
@@ -138,10 +211,10 @@ def _out_of_order(
 
 
 def _params_problem(method: str, params: Any) -> str | None:
-    """What is wrong with a request's params, for the requests lsp-agent handles itself."""
-    if method == types.INITIALIZE and not isinstance(params, dict):
+    """What is wrong with a message's params, for the methods lsp-agent handles."""
+    if method == INITIALIZE and not isinstance(params, dict):
         return "initialize needs params: an object with capabilities"
-    if method == types.WORKSPACE_EXECUTE_COMMAND:
+    if method == EXECUTE_COMMAND:
         if not isinstance(params, dict):
             return "workspace/executeCommand needs params: an object {command, arguments?}"
         if not isinstance(params.get("command"), str):
@@ -149,4 +222,9 @@ def _params_problem(method: str, params: Any) -> str | None:
         arguments = params.get("arguments")
         if arguments is not None and not isinstance(arguments, list):
             return 'workspace/executeCommand "arguments" must be an array'
-    return None
+    spec = PARAMS.get(method)
+    return None if spec is None else problem(params, spec, "params")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

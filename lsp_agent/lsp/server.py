@@ -1,9 +1,10 @@
 """The language server: LSP commands in, proposals, questions and events out.
 
 `AgentServer` holds what one editor connection needs (the workspace's agent, its change tracker,
-the editor's settings and options, the connection's lifecycle); `create_server` registers thin
-handlers: check the arguments, call the agent, shape the result. The `EditorPort` over LSP is in
-`port.py`, the protocol's own handling in `protocol.py`, the connection in `connection.py`.
+the editor's settings, capabilities and buffers, the connection's lifecycle) and dispatches each
+message the editor sends (after `protocol.vet` has checked it) to a thin handler: check the
+arguments, call the agent, shape the result. The `EditorPort` over LSP is in `port.py`, the
+commands in `commands.py`, the JSON-RPC machinery in `rpc.py`, the connection in `connection.py`.
 """
 
 from __future__ import annotations
@@ -11,71 +12,82 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import inspect
 import logging
 import re
-from collections.abc import Coroutine
+import traceback
+from collections.abc import Awaitable, Callable, Coroutine
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote
-
-from lsprotocol import types
-from pygls.exceptions import JsonRpcException
-from pygls.lsp.server import LanguageServer
-from pygls.uris import to_fs_path
 
 from lsp_agent import __version__
 from lsp_agent.config import Settings, load_settings
-from lsp_agent.lsp import names, positions
-from lsp_agent.lsp.actions import code_actions, relative
+from lsp_agent.lsp import names, positions, protocol
+from lsp_agent.lsp.actions import KINDS, code_actions, relative
 from lsp_agent.lsp.arguments import ClientOptions, client_options
 from lsp_agent.lsp.connection import EXIT_GRACE_S, ParseError, Writer
+from lsp_agent.lsp.documents import Buffer, Buffers
 from lsp_agent.lsp.folders import Folder, Folders
 from lsp_agent.lsp.framing import Garbage
-from lsp_agent.lsp.port import LspPort
-from lsp_agent.lsp.protocol import (
+from lsp_agent.lsp.port import LOG, WARNING, LspPort
+from lsp_agent.lsp.rpc import (
+    INTERNAL_ERROR,
     METHOD_NOT_FOUND,
     PARSE_ERROR,
-    AgentProtocol,
-    vet,
+    REQUEST_CANCELLED,
+    MsgId,
+    Peer,
+    RpcError,
 )
+from lsp_agent.lsp.uris import to_fs_path
 
 if TYPE_CHECKING:
     from lsp_agent.agent.sessions import Agent
     from lsp_agent.changes.tracker import ChangeTracker
 
-# The agent stack (httpx, the loop, the tools) is imported when the first command needs it, and
-# warmed up in a thread after `initialized`: `initialize` must be answered fast (docs/protocol.md),
-# and lsprotocol alone costs a third of a second to import.
+# The agent stack (httpx, the loop, the tools) is loaded before the server answers `initialize`
+# (`boot.py`): a server that has answered is ready for its first ask.
 AGENT_MODULES = ("lsp_agent.agent.sessions", "lsp_agent.model.openai", "lsp_agent.session.store")
 
 log = logging.getLogger(__name__)
 
-CODE_ACTION_KINDS = (types.CodeActionKind.QuickFix, types.CodeActionKind.Refactor)
-"""The kinds of code action lsp-agent offers."""
-
 SELECTION_CHARS = 4000
 """How much of the selection a code action's prompt carries (the agent can read the rest)."""
+
+POSITION_ENCODINGS = ("utf-8", "utf-16", "utf-32")
+"""The position encodings the server can count in; the client's first one of them is used."""
+
+INCREMENTAL = 2
+"""`TextDocumentSyncKind.Incremental`."""
 
 _SETTING = re.compile(r"\blspAgent\.([a-z][A-Za-z]+)\b")
 """A setting named in a message: `lspAgent.model`."""
 
+Handler = Callable[[Any], Any]
+"""A message's handler: takes its params; a request's returns its result (or an awaitable)."""
 
-class AgentServer(LanguageServer):
-    """The lsp-agent language server: one agent per workspace, settings from the editor."""
+
+class AgentServer:
+    """The lsp-agent language server: one agent per workspace folder, settings from the editor."""
 
     def __init__(self) -> None:
-        super().__init__(
-            "lsp-agent",
-            __version__,
-            text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
-            protocol_cls=AgentProtocol,
-        )
+        self.rpc = Peer()
+        """The JSON-RPC conversation with the editor."""
         self.port = LspPort(self)
         """The core's view of this editor."""
+        self.buffers = Buffers()
+        """The editor's open buffers, kept in step with its changes."""
         self.folders = Folders()
         """The editor's workspace folders, each with its agent and change tracker."""
         self.folders_ready = asyncio.Event()
         """Set once the folders of `initialize` are known (after `initialized`)."""
+        self.folder_uris: list[str] = []
+        """The workspace folders `initialize` named (its `rootUri` when it named none)."""
+        self.capabilities: dict[str, Any] = {}
+        """The client's capabilities, as `initialize` sent them."""
+        self.position_encoding = "utf-16"
+        """The position encoding agreed at `initialize`."""
         self.settings: Settings | None = None
         """The settings in effect, once the editor's have been read."""
         self.editor_settings: dict[str, Any] = {}
@@ -86,7 +98,9 @@ class AgentServer(LanguageServer):
         """Set once the first `workspace/configuration` answer (or its absence) is known."""
         self.tasks: set[asyncio.Task[Any]] = set()
         """Background tasks, kept so none is garbage-collected or fails unseen."""
-        self.progress_sessions: dict[types.ProgressToken, str] = {}
+        self.running: dict[MsgId, asyncio.Task[Any]] = {}
+        """The editor's requests being answered, by id (for `$/cancelRequest`)."""
+        self.progress_sessions: dict[int | str, str] = {}
         """Session of each running turn's progress token, for `window/workDoneProgress/cancel`."""
         self.left = asyncio.Event()
         """Set when the editor has gone (`exit`, or the end of its input): time to end."""
@@ -95,38 +109,105 @@ class AgentServer(LanguageServer):
         self.shutdown_requested = False
         """The editor sent `shutdown` (perhaps not answered yet)."""
         self.initialized = False
-        """The editor sent `initialize`: other requests may follow."""
-        self.unreliable: set[str] = set()
-        """Buffers (by decoded URI) whose copy here missed a change the editor sent: read from
-        disk until the editor opens them again."""
+        """The editor's `initialize` was answered: other requests may follow."""
+        self.requests: dict[str, Handler] = {}
+        """The requests the server answers, by method."""
+        self.notifications: dict[str, Handler] = {}
+        """The notifications the server acts on, by method."""
+
+    def on_request(self, method: str) -> Callable[[Handler], Handler]:
+        """Register the decorated function as the handler of the request `method`."""
+
+        def register(handler: Handler) -> Handler:
+            self.requests[method] = handler
+            return handler
+
+        return register
+
+    def on_notification(self, method: str) -> Callable[[Handler], Handler]:
+        """Register the decorated function as the handler of the notification `method`."""
+
+        def register(handler: Handler) -> Handler:
+            self.notifications[method] = handler
+            return handler
+
+        return register
 
     def attach(self, writer: Writer) -> None:
         """Send what the server writes to `writer` (the connection's output)."""
-        self.protocol.set_writer(writer)
+        self.rpc.attach(writer.write)
 
     def receive(self, message: Any) -> None:
         """Handle one message from the editor: parsed JSON, a `ParseError` or `Garbage`."""
         if not self._acceptable(message):
             return
         method = message.get("method")
-        if isinstance(method, str) and not self._takes(method, message):
+        if method is None:
+            self.rpc.answered(message)
             return
-        if method == types.INITIALIZE:
-            self.initialized = True
-        elif method == types.SHUTDOWN:
+        if not self._takes(method, message):
+            return
+        if method == protocol.SHUTDOWN:
             # Clients often send `exit` without waiting for the answer to `shutdown`.
             self.shutdown_requested = True
+        params = message.get("params")
+        if "id" in message:
+            self._answer(message["id"], method, params)
+        else:
+            self._act(method, params)
+
+    def _answer(self, msg_id: MsgId, method: str, params: Any) -> None:
+        """Run a request's handler; its answer goes out when it has one."""
         try:
-            structured = self.protocol.structure_message(message)
-        except JsonRpcException as error:
-            detail = _cause(error)
-            self._log_input(f"cannot read {method or 'a message'}: {detail}")
-            if _is_request(message):
-                self._send_error(
-                    message["id"], error.code, f"Invalid params for {method}: {detail}"
-                )
+            outcome = self.requests[method](params)
+        except Exception as error:
+            self._failed(msg_id, method, error)
             return
-        self.protocol.handle_message(structured)
+        if not inspect.isawaitable(outcome):
+            self.rpc.respond(msg_id, outcome)
+            return
+        task = asyncio.ensure_future(outcome)
+        self.running[msg_id] = task
+        task.add_done_callback(partial(self._answered, msg_id, method))
+
+    def _answered(self, msg_id: MsgId, method: str, task: asyncio.Future[Any]) -> None:
+        if self.running.get(msg_id) is task:
+            del self.running[msg_id]
+        if task.cancelled():
+            self.rpc.fail(msg_id, RpcError(REQUEST_CANCELLED, f"{method} {msg_id!r} was cancelled"))
+            return
+        error = task.exception()
+        if error is None:
+            self.rpc.respond(msg_id, task.result())
+        else:
+            self._failed(msg_id, method, error)
+
+    def _failed(self, msg_id: MsgId, method: str, error: BaseException) -> None:
+        if isinstance(error, RpcError):
+            self.rpc.fail(msg_id, error)
+            return
+        summary = "".join(traceback.format_exception_only(type(error), error)).strip()
+        log.error("lsp-agent: %s failed", method, exc_info=error)
+        self.rpc.fail(msg_id, RpcError(INTERNAL_ERROR, summary))
+        self.report_server_error(error, method)
+
+    def _act(self, method: str, params: Any) -> None:
+        """Run a notification's handler; a failure is logged (there is no one to answer)."""
+        if method == protocol.CANCEL_REQUEST:
+            task = self.running.get(params["id"])
+            if task is not None:
+                task.cancel()
+            return
+        handler = self.notifications.get(method)
+        if handler is None:  # `$/progress` and the like: nothing to do
+            return
+        try:
+            outcome = handler(params)
+        except Exception as error:
+            self.report_server_error(error, method)
+            return
+        if inspect.isawaitable(outcome):
+            self.run_task(_awaited(outcome), f"handling {method}")
 
     def _acceptable(self, message: Any) -> bool:
         """Whether `message` is a JSON-RPC message this connection may handle now; when it is
@@ -138,48 +219,31 @@ class AgentServer(LanguageServer):
             return False
         if isinstance(message, ParseError):
             self._log_input(f"a message is not JSON: {message.detail}")
-            self._send_error(None, PARSE_ERROR, f"Parse error: {message.detail}")
+            self.rpc.fail(None, RpcError(PARSE_ERROR, f"Parse error: {message.detail}"))
             return False
-        refusal = vet(message, initialized=self.initialized, shutting_down=self.shutdown_requested)
+        refusal = protocol.vet(
+            message, initialized=self.initialized, shutting_down=self.shutdown_requested
+        )
         if refusal is None:
             return True
         self._log_input(refusal.message)
         if refusal.code is not None:
-            self._send_error(refusal.id, refusal.code, refusal.message)
+            self.rpc.fail(refusal.id, RpcError(refusal.code, refusal.message))
         return False
 
     def _takes(self, method: str, message: dict[str, Any]) -> bool:
         """Whether lsp-agent handles `method`, and this message of it, at all."""
-        if not self._handles(method):
-            if "id" in message:
-                self._send_error(message["id"], METHOD_NOT_FOUND, f"Method not found: {method}")
-            elif not method.startswith("$/"):
-                self._log_input(f"ignored the notification {method}: lsp-agent does not handle it")
+        if "id" in message:
+            if method in self.requests:
+                return True
+            self.rpc.fail(message["id"], RpcError(METHOD_NOT_FOUND, f"Method not found: {method}"))
             return False
-        if method == types.TEXT_DOCUMENT_DID_CHANGE and _backwards_range(message.get("params")):
-            # Applied, it would garble the server's copy of the buffer: refuse it, and read the
-            # file from disk until the editor opens it again.
-            uri = message["params"]["textDocument"].get("uri")
-            self._log_input(f"refused a change of {uri} whose range ends before it starts")
-            if isinstance(uri, str):
-                self.unreliable.add(unquote(uri))
-            return False
-        if method == types.TEXT_DOCUMENT_DID_OPEN:
-            opened = (message.get("params") or {}).get("textDocument")
-            if isinstance(opened, dict) and isinstance(opened.get("uri"), str):
-                self.unreliable.discard(unquote(opened["uri"]))
-        return True
+        if method in self.notifications or method.startswith("$/"):
+            return True
+        self._log_input(f"ignored the notification {method}: lsp-agent does not handle it")
+        return False
 
-    def _handles(self, method: str) -> bool:
-        features = self.protocol.fm
-        return (
-            method in features.features
-            or method in features.builtin_features
-            or method == types.CANCEL_REQUEST
-            or method == types.PROGRESS
-        )
-
-    def report_server_error(self, error: Exception, source: Any) -> None:
+    def report_server_error(self, error: BaseException, source: Any) -> None:
         """A handler failed: a log line with the details, never an "Error in server" popup
         (requests get their error answer; a notification has none to get)."""
         log.error("lsp-agent: %s failed: %r", getattr(source, "__name__", source), error)
@@ -190,10 +254,20 @@ class AgentServer(LanguageServer):
         with contextlib.suppress(Exception):
             self.port.log(f"lsp-agent: {what}")
 
-    def _send_error(self, msg_id: Any, code: int, message: str) -> None:
-        self.protocol._send_data(
-            {"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}}
-        )
+    def capability(self, *path: str) -> Any:
+        """The client's capability at `path` (`"window", "workDoneProgress"`), None if absent."""
+        node: Any = self.capabilities
+        for key in path:
+            if not isinstance(node, dict):
+                return None
+            node = node.get(key)
+        return node
+
+    def show_message(self, kind: int, message: str) -> None:
+        self.rpc.notify(protocol.SHOW_MESSAGE, {"type": kind, "message": message})
+
+    def log_message(self, message: str) -> None:
+        self.rpc.notify(protocol.LOG_MESSAGE, {"type": LOG, "message": message})
 
     def leave(self) -> None:
         """The editor has gone (`exit`, or the end of its input): end the connection."""
@@ -206,13 +280,6 @@ class AgentServer(LanguageServer):
         for task in list(self.tasks):
             task.cancel()
         await asyncio.gather(*(folder.close() for folder in self.folders), return_exceptions=True)
-
-    @property
-    def position_encoding(self) -> str:
-        encoding = self.workspace.position_encoding
-        if isinstance(encoding, types.PositionEncodingKind):
-            return str(encoding.value)
-        return encoding or "utf-16"
 
     def run_task(self, coroutine: Coroutine[Any, Any, Any], what: str) -> asyncio.Task[Any]:
         """Start a background task that is kept alive and whose failure is logged."""
@@ -228,38 +295,39 @@ class AgentServer(LanguageServer):
         task.add_done_callback(done)
         return task
 
-    def open_document(self, path: Path) -> Any:
-        """The tracked buffer for `path` if the editor has it open, else None.
+    def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Take what `initialize` says (capabilities, folders, settings); the server's answer."""
+        self.capabilities = params["capabilities"]
+        self.position_encoding = _position_encoding(self.capabilities)
+        self.folder_uris = [folder["uri"] for folder in params.get("workspaceFolders") or []]
+        if not self.folder_uris:
+            root = params.get("rootUri") or _path_uri(params.get("rootPath"))
+            self.folder_uris = [root] if root else []
+        self.take_options(params.get("initializationOptions"))
+        self.initialized = True
+        return initialize_result(self.position_encoding)
 
-        Buffers are found by what they are, not by how their URI is spelled: pygls keys them by
-        the decoded URI, and a path can be spelled through a symlink or another drive letter
-        case."""
+    def open_document(self, path: Path) -> Buffer | None:
+        """The open buffer of `path` if the editor has one, else None.
+
+        Buffers are found by what they are, not by how their URI is spelled: a path can be
+        spelled through a symlink or with another drive letter case."""
         return self.document(path.as_uri()) or self._document_by_path(path)
 
-    def document(self, uri: str) -> Any:
-        """The tracked buffer of `uri` (any percent-encoding of it), or None."""
-        key = unquote(uri)
-        if key in self.unreliable:
-            return None
-        return self.workspace.text_documents.get(key)
+    def document(self, uri: str) -> Buffer | None:
+        """The open buffer of `uri` (any percent-encoding of it), or None."""
+        return self.buffers.get(uri)
 
-    def _document_by_path(self, path: Path) -> Any:
-        for key, candidate in self.workspace.text_documents.items():
+    def _document_by_path(self, path: Path) -> Buffer | None:
+        for _key, candidate in self.buffers:
             fs_path = to_fs_path(candidate.uri)
-            if (
-                key not in self.unreliable
-                and fs_path is not None
-                and Path(fs_path).resolve() == path
-            ):
+            if fs_path is not None and Path(fs_path).resolve() == path:
                 return candidate
         return None
 
     def open_folders(self) -> None:
         """Give every workspace folder of the editor its tracker (after `initialized`)."""
-        uris = [folder.uri for folder in self.workspace.folders.values()]
-        if not uris and self.workspace.root_uri:
-            uris = [self.workspace.root_uri]
-        for uri in uris:
+        for uri in self.folder_uris:
             self.add_folder(uri)
         self.folders_ready.set()
 
@@ -291,28 +359,26 @@ class AgentServer(LanguageServer):
         if isinstance(section, dict):
             self.editor_settings = dict(section)
             return
-        self.window_show_message(
-            types.ShowMessageParams(
-                type=types.MessageType.Warning,
-                message=f"lspAgent settings in initializationOptions must be an object, "
-                f"not {type(section).__name__}: using the other sources",
-            )
+        self.show_message(
+            WARNING,
+            f"lspAgent settings in initializationOptions must be an object, "
+            f"not {type(section).__name__}: using the other sources",
         )
 
-    def code_actions(self, params: types.CodeActionParams) -> list[types.CodeAction]:
+    def code_actions(self, params: dict[str, Any]) -> list[dict[str, Any]]:
         """lsp-agent's code actions for a request (`actions.py`); nothing slow happens here."""
-        uri = params.text_document.uri
+        uri = params["textDocument"]["uri"]
         path = _buffer_path(uri)
         if path is None:
             return []
         document = self.document(uri)
-        start, end = params.range.start, params.range.end
+        start, end = params["range"]["start"], params["range"]["end"]
         selected = ""
         if document is not None:
             selected = positions.text_range(
                 document.source,
-                (start.line, start.character),
-                (end.line, end.character),
+                (start["line"], start["character"]),
+                (end["line"], end["character"]),
                 self.position_encoding,
             )[:SELECTION_CHARS]
         settings = self.settings or load_settings(self.editor_settings)[0]
@@ -326,27 +392,20 @@ class AgentServer(LanguageServer):
     async def refresh_settings(self) -> Settings:
         """Read the `lspAgent` section from the editor and apply it."""
         section: Any = None
-        workspace = self.client_capabilities.workspace
-        if workspace is not None and workspace.configuration:
+        if self.capability("workspace", "configuration") is True:
             try:
-                answer = await self.workspace_configuration_async(
-                    types.ConfigurationParams(
-                        items=[types.ConfigurationItem(section=names.SETTINGS_SECTION)]
-                    )
+                answer = await self.rpc.request(
+                    protocol.CONFIGURATION, {"items": [{"section": names.SETTINGS_SECTION}]}
                 )
-                section = answer[0] if answer else None
-            except JsonRpcException as error:
+                section = answer[0] if isinstance(answer, list) and answer else None
+            except RpcError as error:
                 self.port.log(f"workspace/configuration failed: {error}")
         merged = dict(self.editor_settings)
         if isinstance(section, dict):
             merged.update({k: v for k, v in section.items() if v is not None})
         settings, warnings = load_settings(merged)
         for warning in warnings:
-            self.window_show_message(
-                types.ShowMessageParams(
-                    type=types.MessageType.Warning, message=self.in_client_words(warning)
-                )
-            )
+            self.show_message(WARNING, self.in_client_words(warning))
         self.settings = settings
         for folder in self.folders:
             if folder.agent is not None:
@@ -392,32 +451,39 @@ class AgentServer(LanguageServer):
         return agent
 
 
-def _cause(error: Exception) -> str:
-    """What lsprotocol said was wrong with a message, in one line."""
-    cause = error.__cause__ or error
-    text = " ".join(str(cause).split())
-    return text[:300] if text else type(cause).__name__
+def initialize_result(encoding: str) -> dict[str, Any]:
+    """The server's answer to `initialize`: what it offers, in the agreed position encoding."""
+    return {
+        "capabilities": {
+            "positionEncoding": encoding,
+            "textDocumentSync": {"openClose": True, "change": INCREMENTAL, "save": True},
+            "codeActionProvider": {"codeActionKinds": list(KINDS)},
+            "executeCommandProvider": {"commands": list(names.COMMANDS)},
+            "workspace": {"workspaceFolders": {"supported": True, "changeNotifications": True}},
+        },
+        "serverInfo": {"name": "lsp-agent", "version": __version__},
+    }
 
 
-def _backwards_range(params: Any) -> bool:
-    """Whether a didChange carries a range whose end comes before its start."""
-    changes = params.get("contentChanges") if isinstance(params, dict) else None
-    for change in changes if isinstance(changes, list) else []:
-        range_ = change.get("range") if isinstance(change, dict) else None
-        if not isinstance(range_, dict):
-            continue
-        start, end = range_.get("start"), range_.get("end")
-        if isinstance(start, dict) and isinstance(end, dict):
-            try:
-                if (end["line"], end["character"]) < (start["line"], start["character"]):
-                    return True
-            except (KeyError, TypeError):
-                continue
-    return False
+def _position_encoding(capabilities: dict[str, Any]) -> str:
+    """The client's first position encoding the server can count in, else UTF-16 (which every
+    client must support)."""
+    general = capabilities.get("general")
+    offered = general.get("positionEncodings") if isinstance(general, dict) else None
+    if not isinstance(offered, list):
+        return "utf-16"
+    return next((e for e in offered if e in POSITION_ENCODINGS), "utf-16")
 
 
-def _is_request(message: Any) -> bool:
-    return isinstance(message, dict) and "id" in message and "method" in message
+def _path_uri(path: Any) -> str | None:
+    """The URI of `initialize`'s deprecated `rootPath`, when it is an absolute path."""
+    if not isinstance(path, str) or not path.startswith("/"):
+        return None
+    return Path(path).as_uri()
+
+
+async def _awaited(awaitable: Awaitable[Any]) -> Any:
+    return await awaitable
 
 
 def _buffer_path(uri: str) -> Path | None:
@@ -426,38 +492,40 @@ def _buffer_path(uri: str) -> Path | None:
 
 
 def register_features(ls: AgentServer) -> None:
-    """The lifecycle, document and workspace features: thin handlers over the server's state."""
+    """The lifecycle, document and workspace features: thin handlers over the server's state.
+    Their params were checked against `protocol.PARAMS` before they run."""
     _register_lifecycle(ls)
     _register_documents(ls)
     _register_workspace(ls)
 
 
 def _register_lifecycle(ls: AgentServer) -> None:
-    @ls.feature(types.INITIALIZE)
-    def initialize(params: types.InitializeParams) -> None:
-        """Keep `initializationOptions`: the editor's settings before any configuration request."""
-        ls.take_options(params.initialization_options)
+    ls.on_request(protocol.INITIALIZE)(ls.initialize)
 
-    @ls.feature(types.INITIALIZED)
-    def initialized(params: types.InitializedParams) -> None:
+    @ls.on_notification(protocol.INITIALIZED)
+    def initialized(params: Any) -> None:
         """Fetch the `lspAgent` settings section now that the client can answer requests, and
         start watching every folder."""
         ls.run_task(ls.refresh_settings(), "reading the settings")
         ls.run_task(_warm_up(), "loading the agent")
         ls.open_folders()
 
-    @ls.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
-    def progress_cancel(params: types.WorkDoneProgressCancelParams) -> None:
+    @ls.on_notification(protocol.PROGRESS_CANCEL)
+    def progress_cancel(params: dict[str, Any]) -> None:
         """The user pressed Cancel on the progress: cancel that turn."""
-        session = ls.progress_sessions.get(params.token)
+        session = ls.progress_sessions.get(params["token"])
         if session is None:
             return
         for folder in ls.folders:
             if folder.agent is not None:
                 folder.agent.cancel(session)
 
-    @ls.feature(types.SHUTDOWN)
-    async def shutdown(params: None) -> None:
+    @ls.on_notification(protocol.SET_TRACE)
+    def set_trace(params: Any) -> None:
+        """The server writes no trace: its log lines go to `window/logMessage` and stderr."""
+
+    @ls.on_request(protocol.SHUTDOWN)
+    async def shutdown(params: Any) -> None:
         """Cancel running turns so their transcripts record it, close the provider, stop
         watching; answered within the exit grace whatever a task is doing."""
         try:
@@ -465,58 +533,80 @@ def _register_lifecycle(ls: AgentServer) -> None:
         except TimeoutError:
             log.warning("lsp-agent: shutdown took longer than %.1f s; answering", EXIT_GRACE_S)
 
+    @ls.on_notification(protocol.EXIT)
+    def exit_(params: Any) -> None:
+        """The editor says goodbye: the connection ends the process (`connection.py`)."""
+        ls.leave()
+
 
 def _register_documents(ls: AgentServer) -> None:
-    @ls.feature(
-        types.TEXT_DOCUMENT_CODE_ACTION,
-        types.CodeActionOptions(code_action_kinds=list(CODE_ACTION_KINDS)),
-    )
-    def code_action(params: types.CodeActionParams) -> list[types.CodeAction]:
+    @ls.on_request(protocol.CODE_ACTION)
+    def code_action(params: dict[str, Any]) -> list[dict[str, Any]]:
         """lsp-agent's actions for the cursor, the selection, and each problem reported there."""
         return ls.code_actions(params)
 
-    @ls.feature(types.TEXT_DOCUMENT_DID_OPEN)
-    def did_open(params: types.DidOpenTextDocumentParams) -> None:
+    @ls.on_notification(protocol.DID_OPEN)
+    def did_open(params: dict[str, Any]) -> None:
         """A buffer opened: its unsaved text is what the agent reads from now on."""
-        ls.buffer_changed(params.text_document.uri)
+        document = params["textDocument"]
+        ls.buffers.open(document["uri"], document["text"], document.get("version"))
+        ls.buffer_changed(document["uri"])
 
-    @ls.feature(types.TEXT_DOCUMENT_DID_CHANGE)
-    def did_change(params: types.DidChangeTextDocumentParams) -> None:
+    @ls.on_notification(protocol.DID_CHANGE)
+    def did_change(params: dict[str, Any]) -> None:
         """The user typed: a file the agent knows becomes "modified in editor, unsaved"."""
-        ls.buffer_changed(params.text_document.uri)
+        document = params["textDocument"]
+        uri = document["uri"]
+        refused = ls.buffers.change(
+            uri, document.get("version"), params["contentChanges"], ls.position_encoding
+        )
+        if refused is not None:
+            # Applied, it would garble the server's copy of the buffer: the buffer is dropped,
+            # and the file read from disk until the editor opens it again.
+            ls._log_input(f"refused a change of {uri}: {refused}; reading the file from disk")
+            return
+        ls.buffer_changed(uri)
 
-    @ls.feature(types.TEXT_DOCUMENT_DID_SAVE)
-    def did_save(params: types.DidSaveTextDocumentParams) -> None:
+    @ls.on_notification(protocol.DID_SAVE)
+    def did_save(params: dict[str, Any]) -> None:
         """A save: a formatter may rewrite the file in the next moment."""
-        ls.buffer_saved(params.text_document.uri)
+        ls.buffer_saved(params["textDocument"]["uri"])
 
-    @ls.feature(types.TEXT_DOCUMENT_DID_CLOSE)
-    def did_close(params: types.DidCloseTextDocumentParams) -> None:
+    @ls.on_notification(protocol.DID_CLOSE)
+    def did_close(params: dict[str, Any]) -> None:
         """A buffer closed: the disk is what counts again."""
-        ls.buffer_closed(params.text_document.uri)
+        uri = params["textDocument"]["uri"]
+        ls.buffers.close(uri)
+        ls.buffer_closed(uri)
 
 
 def _register_workspace(ls: AgentServer) -> None:
-    @ls.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
-    async def folders_changed(params: types.DidChangeWorkspaceFoldersParams) -> None:
+    @ls.on_notification(protocol.FOLDERS_CHANGED)
+    async def folders_changed(params: dict[str, Any]) -> None:
         """Folders were added to the workspace or removed from it."""
-        for removed in params.event.removed or []:
-            await ls.remove_folder(removed.uri)
-        for added in params.event.added or []:
-            ls.add_folder(added.uri)
+        for removed in params["event"]["removed"]:
+            await ls.remove_folder(removed["uri"])
+        for added in params["event"]["added"]:
+            ls.add_folder(added["uri"])
 
-    @ls.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
-    def did_change_configuration(params: types.DidChangeConfigurationParams) -> None:
+    @ls.on_notification(protocol.CONFIGURATION_CHANGED)
+    def did_change_configuration(params: Any) -> None:
         """Settings changed in the editor: read them again."""
         ls.run_task(ls.refresh_settings(), "reading the settings")
 
 
-async def _warm_up() -> None:
+def import_agent() -> None:
+    """Load what the first ask needs: the agent stack (the loop, the tools, the model's HTTP
+    client), what that client imports only on its first request, and the certificates."""
     for module in AGENT_MODULES:
-        await asyncio.to_thread(importlib.import_module, module)
+        importlib.import_module(module)
     from lsp_agent.agent.sessions import warm_up
 
-    await asyncio.to_thread(warm_up)
+    warm_up()
+
+
+async def _warm_up() -> None:
+    await asyncio.to_thread(import_agent)  # done already under `lsp-agent serve` (`boot.py`)
     from lsp_agent.safety.sandbox import probe
 
     await asyncio.to_thread(probe)

@@ -90,7 +90,7 @@ def _serve(tcp: str | None) -> int:
     from lsp_agent.lsp.connection import end_process
 
     if tcp is None:
-        # Answers `initialize` before pygls is imported: see lsp_agent/lsp/boot.py.
+        # Ready for the first ask once `initialize` is answered: see lsp_agent/lsp/boot.py.
         from lsp_agent.lsp.boot import serve_stdio
 
         end_process(serve_stdio())
