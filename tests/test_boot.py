@@ -194,7 +194,9 @@ def test_any_initialize_is_answered_once_with_a_result_or_the_specifications_err
     assert answer["result"]["capabilities"]["positionEncoding"] in POSITION_ENCODINGS
 
 
-def session(code: str, first: list[dict[str, Any]], tmp_path: Path) -> list[tuple[bytes, Any]]:
+def session(
+    code: str, first: list[dict[str, Any]], tmp_path: Path, **env: str
+) -> list[tuple[bytes, Any]]:
     """Run a server over stdio through initialize → status → shutdown → exit; all it wrote."""
     state, home = tmp_path / "state", tmp_path / "home"
     state.mkdir(exist_ok=True)
@@ -204,7 +206,7 @@ def session(code: str, first: list[dict[str, Any]], tmp_path: Path) -> list[tupl
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
-        env=server_env(state, home),
+        env={**server_env(state, home), **env},
     )
     assert server.stdin is not None
     assert server.stdout is not None
@@ -350,3 +352,15 @@ def test_the_agent_is_loaded_before_initialize_is_answered(tmp_path: Path) -> No
     written = session(probe, [initialize({})], tmp_path)
     ((_, body),) = responses_to(1, written)
     assert body["result"]["loaded"] == list(AGENT_MODULES)
+
+
+def test_a_certificate_setting_that_names_no_file_does_not_stop_the_server(
+    tmp_path: Path,
+) -> None:
+    """The certificates are loaded before `initialize` is answered; a bad `SSL_CERT_FILE` is the
+    first request's error to report, not a server that never starts."""
+    missing = str(tmp_path / "no-such-bundle.pem")
+    written = session(SERVE, [initialize({})], tmp_path, SSL_CERT_FILE=missing)
+    assert len(responses_to(1, written)) == 1
+    ((_, status),) = responses_to("status", written)
+    assert "result" in status, status

@@ -602,7 +602,10 @@ def import_agent() -> None:
         importlib.import_module(module)
     from lsp_agent.agent.sessions import warm_up
 
-    warm_up()
+    try:
+        warm_up()
+    except Exception as error:  # e.g. SSL_CERT_FILE names no file: the first request says so
+        log.warning("lsp-agent: preparing the HTTP client failed: %r", error)
 
 
 async def _warm_up() -> None:
