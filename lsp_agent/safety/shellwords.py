@@ -463,7 +463,9 @@ class _Lexer:
         """A backslash (at `self.i`) and the character it quotes."""
         parts.quoted = True
         if self.i + 1 >= len(self.s):
-            parts.add("\\")  # a trailing backslash stays
+            # bash keeps a backslash that ends the text, except after a single-quoted string
+            # spanning lines on the same line, where it drops it (bash 5.2): not plain.
+            parts.add("\\", "a backslash at the end of the command")
             self.i += 1
             return
         following = self.s[self.i + 1]
