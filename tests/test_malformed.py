@@ -260,6 +260,41 @@ SHAPES: dict[str, tuple[Any, int]] = {
         },
         INVALID_PARAMS,
     ),
+    "a code action at a negative line": (
+        {
+            "jsonrpc": "2.0",
+            "id": 13,
+            "method": "textDocument/codeAction",
+            "params": {
+                "textDocument": {"uri": "file:///x.py"},
+                "range": {
+                    "start": {"line": -1, "character": 0},
+                    "end": {"line": 0, "character": 0},
+                },
+                "context": {"diagnostics": []},
+            },
+        },
+        INVALID_PARAMS,
+    ),
+    "a code action without its context": (
+        {
+            "jsonrpc": "2.0",
+            "id": 14,
+            "method": "textDocument/codeAction",
+            "params": {
+                "textDocument": {"uri": "file:///x.py"},
+                "range": {
+                    "start": {"line": 0, "character": 0},
+                    "end": {"line": 0, "character": 0},
+                },
+            },
+        },
+        INVALID_PARAMS,
+    ),
+    "a second initialize": (
+        {"jsonrpc": "2.0", "id": 15, "method": "initialize", "params": {"capabilities": {}}},
+        INVALID_REQUEST,
+    ),
     "a session that is a number": (
         {
             "jsonrpc": "2.0",
@@ -281,6 +316,10 @@ def test_a_message_of_the_wrong_shape_gets_the_specifications_error(
     answer = server.answer(request_id if isinstance(request_id, (int, str)) else None)
     assert answer["error"]["code"] == code, answer
     assert "TypeError" not in answer["error"]["message"]
+    if isinstance(payload, dict) and payload.get("method") == "textDocument/codeAction":
+        assert "params.range.start.line" in answer["error"]["message"] or (
+            "params.context" in answer["error"]["message"]
+        ), answer  # the member that is wrong is named
     assert server.status()["model"] == "m"
     assert server.popups() == []
 
@@ -292,6 +331,16 @@ def test_notifications_of_the_wrong_shape_are_dropped_quietly(
     for payload in (
         {"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": 5}},
         {"jsonrpc": "2.0", "method": "textDocument/didChange", "params": []},
+        {
+            "jsonrpc": "2.0",
+            "method": "textDocument/didChange",
+            "params": {"textDocument": {"uri": uri, "version": 2}, "contentChanges": {"text": ""}},
+        },
+        {
+            "jsonrpc": "2.0",
+            "method": "textDocument/didOpen",
+            "params": {"textDocument": {"uri": uri, "languageId": "python", "version": 1}},
+        },
         {
             "jsonrpc": "2.0",
             "method": "textDocument/didClose",
