@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lsp_agent.lsp.documents import Buffers
-from lsp_agent.lsp.positions import ENCODINGS, code_units
+from lsp_agent.lsp.positions import ENCODINGS, TextEdit, apply_text_edits, code_units
 from lsp_agent.lsp.rpc import INVALID_PARAMS, Peer, RpcError, frame
 from lsp_agent.lsp.uris import to_fs_path
 
@@ -155,6 +155,49 @@ def test_incremental_changes_keep_the_buffer_as_the_editor_has_it(
     buffer = buffers.get("file:///a.py")
     assert buffer is not None
     assert (buffer.source, buffer.version) == (expected, 2)
+
+
+ODD = ["a", "\n", "\r", "\r\n", "😀", "é", "\u2028", "\f", " "]
+"""Every LSP line break (a lone CR too), characters of one to four UTF-8 bytes and two UTF-16
+units, and characters `str.splitlines` breaks on and LSP does not."""
+
+ODD_TEXT = st.lists(st.sampled_from(ODD), max_size=16).map("".join)
+POSITION = st.fixed_dictionaries({"line": st.integers(0, 6), "character": st.integers(0, 6)})
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    text=ODD_TEXT,
+    changes=st.lists(st.tuples(POSITION, POSITION, ODD_TEXT), min_size=1, max_size=4),
+    encoding=st.sampled_from(ENCODINGS),
+)
+def test_a_buffer_changes_exactly_as_the_edits_apply_to_the_whole_text(
+    text: str, changes: list[tuple[dict[str, int], dict[str, int], str]], encoding: str
+) -> None:
+    """Positions anywhere (past a line's end, past the last line, inside a character), lone
+    CRs and CRLFs on both sides of the edit: the buffer, kept as lines, ends as the edits
+    applied one by one to the whole text (`positions.apply_text_edits`), or is dropped where
+    they refuse."""
+    buffers = Buffers()
+    buffers.open("file:///a.py", text, 1)
+    expected: str | None = text
+    for start, end, new in changes:
+        edit = TextEdit(start["line"], start["character"], end["line"], end["character"], new)
+        try:
+            expected = apply_text_edits(expected or "", [edit], encoding)
+        except ValueError:
+            expected = None
+            break
+    sent = [{"range": {"start": a, "end": b}, "text": new} for a, b, new in changes]
+    refused = buffers.change("file:///a.py", 2, sent, encoding)
+    buffer = buffers.get("file:///a.py")
+    if expected is None:
+        assert refused is not None
+        assert buffer is None
+        return
+    assert refused is None
+    assert buffer is not None
+    assert buffer.source == expected
 
 
 def test_a_whole_text_change_replaces_the_buffer_and_any_spelling_of_the_uri_finds_it() -> None:

@@ -384,13 +384,17 @@ class ChangeTracker:
         if rel is None or excluded_parts(rel):
             return
         previous = self._buffers.get(rel)
-        before = (
-            blob_digest(previous.text.encode("utf-8", "surrogatepass"))
-            if previous is not None
-            else None
-        )
-        for baseline in self._baselines.values():
-            baseline.buffers.setdefault(rel, before)
+        # A baseline keeps the buffer as it was at its first change since then: the digest is
+        # made only then, not at every keystroke (a megabyte file's text costs milliseconds).
+        waiting = [b for b in self._baselines.values() if rel not in b.buffers]
+        if waiting:
+            before = (
+                blob_digest(previous.text.encode("utf-8", "surrogatepass"))
+                if previous is not None
+                else None
+            )
+            for baseline in waiting:
+                baseline.buffers[rel] = before
         self._buffers[rel] = Buffer(text, version, time.monotonic())
         self._generation += 1
 

@@ -2,29 +2,78 @@
 
 The agent reads a buffer from here rather than from disk while the editor has it open: that is
 the user's unsaved typing. Changes arrive incrementally (a range in the negotiated position
-encoding and its new text) or whole; they are applied the way `positions.apply_text_edits`
-applies an edit, with LSP's line breaks. A change that cannot be applied (a range inside a
-character, or ending before it starts) makes the buffer unreliable: it is dropped, and the file
-is read from disk until the editor opens it again.
+encoding and its new text) or whole, and are applied as `positions.apply_text_edits` applies an
+edit (LSP's line breaks, positions clamped as editors clamp them). A buffer is kept as its lines,
+so a keystroke re-reads only the lines it touches, whatever the size of the file; the text is
+joined when someone reads it. A change that cannot be applied (a range inside a character, or
+ending before it starts) makes the buffer unreliable: it is dropped, and the file is read from
+disk until the editor opens it again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
 from lsp_agent.lsp import positions
+from lsp_agent.text import split_lines
 
 
-@dataclass
 class Buffer:
     """One open buffer: its URI as the editor spelled it, its text and its version."""
 
-    uri: str
-    source: str
-    version: int | None
+    def __init__(self, uri: str, text: str, version: int | None) -> None:
+        self.uri = uri
+        self.version = version
+        self._lines = split_lines(text)
+        """The text's LSP lines, each with its line break (the last one may have none)."""
+        self._text: str | None = text
+
+    @property
+    def source(self) -> str:
+        """The buffer's text."""
+        if self._text is None:
+            self._text = "".join(self._lines)
+        return self._text
+
+    def replace(self, text: str) -> None:
+        self._lines = split_lines(text)
+        self._text = text
+
+    def edit(self, start: dict[str, int], end: dict[str, int], text: str, encoding: str) -> None:
+        """Replace the range [start, end) by `text`; `ValueError` when the range cannot be
+        applied (it ends before it starts, or a position falls inside a character)."""
+        lines = self._lines
+        first = self._locate(start["line"], start["character"], encoding)
+        last = self._locate(end["line"], end["character"], encoding)
+        if last < first:
+            raise ValueError(f"the range ends before it starts: {start} → {end}")
+        (a_line, a_at), (b_line, b_at) = first, last
+        middle = (
+            (lines[a_line][:a_at] if a_line < len(lines) else "")
+            + text
+            + (lines[b_line][b_at:] if b_line < len(lines) else "")
+        )
+        replaced_to = min(b_line + 1, len(lines))
+        # One unchanged line on each side is split again with the edit: a line break can join
+        # across the edit's ends ("\r" before it and "\n" after it make one CRLF).
+        low, high = max(a_line - 1, 0), min(replaced_to + 1, len(lines))
+        window = "".join(lines[low:a_line]) + middle + "".join(lines[replaced_to:high])
+        lines[low:high] = split_lines(window)
+        self._text = None
+
+    def _locate(self, line: int, character: int, encoding: str) -> tuple[int, int]:
+        """(line, code-point index in it) of an LSP position; past the last line: the end."""
+        if line < 0 or character < 0:
+            raise ValueError(f"negative position ({line}, {character})")
+        if line >= len(self._lines):
+            return len(self._lines), 0
+        text = self._lines[line]
+        at = positions.offset(text, [0], 0, character, encoding)
+        if at == len(text):  # the end of a last line without a break: the end of the text
+            return len(self._lines), 0
+        return line, at
 
 
 class Buffers:
@@ -50,25 +99,20 @@ class Buffers:
         self, uri: str, version: int | None, changes: Sequence[dict[str, Any]], encoding: str
     ) -> str | None:
         """Apply a `didChange`; None when applied, else why the buffer was dropped."""
+        positions.check_encoding(encoding)
         key = unquote(uri)
         buffer = self._open.get(key)
         if buffer is None:
             return None  # a change of a buffer never opened: nothing here to keep in step
-        text = buffer.source
         for change in changes:
             range_ = change.get("range")
-            if range_ is None:
-                text = change["text"]
-                continue
-            start, end = range_["start"], range_["end"]
-            edit = positions.TextEdit(
-                start["line"], start["character"], end["line"], end["character"], change["text"]
-            )
             try:
-                text = positions.apply_text_edits(text, [edit], encoding)
+                if range_ is None:
+                    buffer.replace(change["text"])
+                else:
+                    buffer.edit(range_["start"], range_["end"], change["text"], encoding)
             except ValueError as error:
                 del self._open[key]
                 return str(error)
-        buffer.source = text
         buffer.version = version
         return None
