@@ -1,8 +1,8 @@
 """The one interface between the agent core and the outside world.
 
 `lsp/port.py` implements it over LSP, `terminal/port.py` in a terminal, and `testing.py` in
-memory for tests and benchmarks. The core never imports pygls: if the loop needs something from
-the editor, a method belongs here.
+memory for tests and benchmarks. The core never speaks LSP: if the loop needs something from the
+editor, a method belongs here.
 """
 
 from __future__ import annotations

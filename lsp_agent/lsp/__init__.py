@@ -1,1 +1,1 @@
-"""The language-server adapter: the only part of lsp-agent that imports pygls and lsprotocol."""
+"""The language-server adapter: the only part of lsp-agent that speaks LSP (JSON-RPC included)."""

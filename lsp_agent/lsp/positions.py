@@ -3,7 +3,7 @@
 `text_edits` turns a (before, after) pair into the minimal LSP text edits; `apply_text_edits`
 applies such edits as an editor does; `offset` and `position` convert between code-point offsets
 and LSP positions, counted in the encoding negotiated at `initialize` (UTF-16 unless the client
-offers another). Lines end where LSP says (`lsp_agent.text`). Pure: no pygls.
+offers another). Lines end where LSP says (`lsp_agent.text`). Pure: no I/O.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ file's CRLF (or CR); when it is not there as typed, its lines go through the mat
 re-indent and line endings). Two more slips are taken when they give one result: a Markdown
 fence around `old` (and `new`), and `...` lines standing for unchanged lines left out. The
 editor gets the result as minimal text edits (`lsp_agent.lsp.positions`). Everything here is
-pure: no I/O, no pygls.
+pure: no I/O, no LSP.
 """
 
 from __future__ import annotations
