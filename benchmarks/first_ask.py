@@ -145,21 +145,18 @@ def repository(root: Path, files: int) -> Path:
     return root
 
 
-def initialize(server: Raw, root: Path, model: ScriptedModel) -> None:
-    settings = {"baseUrl": model.base_url, "model": "bench"}
-    server.send(
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "processId": os.getpid(),
-                "rootUri": root.as_uri(),
-                "capabilities": {},
-                "initializationOptions": {"lspAgent": settings},
-            },
+def initialize(server: Raw, root: Path, model: ScriptedModel | None = None) -> None:
+    """`initialize` for the folder `root`, answered; with `model`, its settings."""
+    params: dict[str, Any] = {
+        "processId": os.getpid(),
+        "rootUri": root.as_uri(),
+        "capabilities": {},
+    }
+    if model is not None:
+        params["initializationOptions"] = {
+            "lspAgent": {"baseUrl": model.base_url, "model": "bench"}
         }
-    )
+    server.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params})
     server.answer(1)
 
 

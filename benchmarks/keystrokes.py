@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 
-from first_ask import INITIALIZED, Raw, compile_package, execute
+from first_ask import INITIALIZED, Raw, compile_package, execute, initialize
 
 from tests.editor import server_env
 
@@ -65,19 +65,7 @@ def measure(megabytes: int, keys: int) -> tuple[float, float]:
         home.mkdir()
         server = Raw(server_env(state, home))
         try:
-            server.send(
-                {
-                    "jsonrpc": "2.0",
-                    "id": 1,
-                    "method": "initialize",
-                    "params": {
-                        "processId": os.getpid(),
-                        "rootUri": root.as_uri(),
-                        "capabilities": {},
-                    },
-                }
-            )
-            server.answer(1)
+            initialize(server, root)
             server.send(INITIALIZED)
             uri = path.as_uri()
             server.send(
