@@ -153,18 +153,23 @@ def test_sessions_new_resume_and_status(editor: Editor, model: ScriptedModel) ->
 
     result = editor.run("sessions").result
 
-    # The third question continued the first session, not the second.
-    third = model.requests[2]["messages"]
-    said = [(m["role"], m["content"]) for m in third if m["role"] in ("user", "assistant")]
-    assert ("user", "one") in said
-    assert ("assistant", "first") in said
-    assert all(content not in ("two", "second") for _, content in said)
-    assert result["input_prompt"] == "Ask lsp-agent: "
+    # The list the user picked from: newest first, the current session marked.
     (picked,) = result["selects"]
     assert picked["prompt"] == "Resume an lsp-agent session"
     current, older = picked["items"]
-    assert current.startswith("* two")
-    assert older.startswith("  one")
+    assert current.startswith("* two"), picked["items"]
+    assert older.startswith("  one"), picked["items"]
+    # The third question continued the first session, not the second.
+    asked = [
+        [(m["role"], m["content"]) for m in request["messages"] if m["role"] != "system"]
+        for request in model.requests
+    ]
+    assert len(asked) == 3, asked  # one model call per question: none repeated
+    said = asked[2]
+    assert ("user", "one") in said, asked
+    assert ("assistant", "first") in said, asked
+    assert all(content not in ("two", "second") for _, content in said), (asked, result["answer"])
+    assert result["input_prompt"] == "Ask lsp-agent: "
     status = result["status"]
     assert status[0].startswith("lsp-agent 0.1.0, workspace ")
     assert status[1].startswith("model: test-model (from ")
