@@ -178,7 +178,9 @@ function M.ask(prompt, opts)
         if entry.running == running then
           entry.running = nil
         end
-        if type(result) == "table" and result.session then
+        -- The answer may come after the user moved to another session (:LspAgent new or
+        -- sessions while the turn ran, or right after its last event): theirs stays current.
+        if type(result) == "table" and result.session and entry.session == running.session then
           entry.session = result.session
         end
         decisions.withdraw_all(id, "the turn ended before the user decided")
