@@ -198,6 +198,26 @@ def test_a_range_or_a_visual_selection_goes_with_the_question(
     assert "_(hello.py, line 2)_" in result["answer"]
 
 
+def test_a_session_started_while_a_turn_runs_stays_current(
+    editor: Editor, model: ScriptedModel, workspace: Path
+) -> None:
+    """The turn's answer comes after the user moved to a new session: it must not move them
+    back (the next question would continue the old conversation)."""
+    model.add(tool_call("bash", {"command": "touch never.txt"}), reply("first"), reply("second"))
+
+    result = editor.run("session_moved").result
+
+    asked = [
+        [(m["role"], m["content"]) for m in request["messages"] if m["role"] != "system"]
+        for request in model.requests
+    ]
+    assert len(asked) == 3, asked
+    assert ("user", "one") in asked[0]
+    assert ("user", "two") in asked[2], asked
+    assert all(content not in ("one", "first") for _, content in asked[2]), (asked, result)
+    assert not (workspace / "never.txt").exists()  # the question was answered: Deny
+
+
 def test_permission_questions_are_answered_in_neovim(
     editor: Editor, model: ScriptedModel, workspace: Path
 ) -> None:
