@@ -26,7 +26,8 @@ from pytest_lsp.client import make_test_lsp_client
 
 from lsp_agent.lsp import names
 from lsp_agent.lsp.app import create_server
-from lsp_agent.lsp.server import AGENT_MODULES, POSITION_ENCODINGS
+from lsp_agent.lsp.positions import ENCODINGS as POSITION_ENCODINGS
+from lsp_agent.lsp.server import AGENT_MODULES
 from tests.editor import server_env
 
 SERVE = "from lsp_agent.lsp.boot import serve_stdio; from lsp_agent.lsp.connection import end_process; end_process(serve_stdio())"  # noqa: E501

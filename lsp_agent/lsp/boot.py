@@ -2,7 +2,7 @@
 `initialize`.
 
 The agent stack (the turn loop, the tools, the model's HTTP client) is imported before the first
-message is read: about a quarter of a second on a 2-core machine, well inside the half second an
+message is read: about a third of a second on a 2-core machine, well inside the half second an
 editor should wait for `initialize`, and nothing is left to load when the user's first ask comes
 (DESIGN.md §8: it reaches the model within 150 ms of `initialized`).
 """

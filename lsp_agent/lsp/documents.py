@@ -83,8 +83,8 @@ class Buffers:
     def __init__(self) -> None:
         self._open: dict[str, Buffer] = {}
 
-    def __iter__(self) -> Iterator[tuple[str, Buffer]]:
-        return iter(list(self._open.items()))
+    def __iter__(self) -> Iterator[Buffer]:
+        return iter(list(self._open.values()))
 
     def get(self, uri: str) -> Buffer | None:
         return self._open.get(unquote(uri))

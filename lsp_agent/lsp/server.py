@@ -55,9 +55,6 @@ log = logging.getLogger(__name__)
 SELECTION_CHARS = 4000
 """How much of the selection a code action's prompt carries (the agent can read the rest)."""
 
-POSITION_ENCODINGS = ("utf-8", "utf-16", "utf-32")
-"""The position encodings the server can count in; the client's first one of them is used."""
-
 INCREMENTAL = 2
 """`TextDocumentSyncKind.Incremental`."""
 
@@ -319,7 +316,7 @@ class AgentServer:
         return self.buffers.get(uri)
 
     def _document_by_path(self, path: Path) -> Buffer | None:
-        for _key, candidate in self.buffers:
+        for candidate in self.buffers:
             fs_path = to_fs_path(candidate.uri)
             if fs_path is not None and Path(fs_path).resolve() == path:
                 return candidate
@@ -472,7 +469,7 @@ def _position_encoding(capabilities: dict[str, Any]) -> str:
     offered = general.get("positionEncodings") if isinstance(general, dict) else None
     if not isinstance(offered, list):
         return "utf-16"
-    return next((e for e in offered if e in POSITION_ENCODINGS), "utf-16")
+    return next((e for e in offered if e in positions.ENCODINGS), "utf-16")
 
 
 def _path_uri(path: Any) -> str | None:
