@@ -10,11 +10,41 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 Message = dict[str, Any]
 """An OpenAI chat message, as the history stores it. Stored messages are never mutated: what a
 layer rewrites is a new dict (the request encoder relies on it)."""
+
+
+class FrozenMessage(dict[str, Any]):
+    """A message that cannot be changed in place: how the history stores each message, and how
+    the context layers make the stubs they send for them.
+
+    The request encoder sends a message's bytes again for as long as it is the same object
+    (`model/encoding.py`); for other messages it checks on every call that the content is still
+    the same object, which at a thousand cold messages costs more than the rest of the call.
+    A frozen message needs no such check: its members cannot be set, deleted or replaced (the
+    values themselves are strings, or lists nobody edits). Everything that reads dicts reads it.
+    """
+
+    __slots__ = ()
+
+    def _refuse(self, *_: object, **__: object) -> NoReturn:
+        raise TypeError("a stored message cannot be changed: make a new one ({**message, ...})")
+
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    clear = pop = popitem = setdefault = update = _refuse
+
+    def __reduce__(self) -> tuple[type[FrozenMessage], tuple[dict[str, Any]]]:
+        # copy.copy and pickle rebuild a dict member by member, which this one refuses.
+        return (type(self), (dict(self),))
+
+
+def frozen(message: Mapping[str, Any]) -> FrozenMessage:
+    """`message` as a `FrozenMessage` (itself when it is one)."""
+    return message if type(message) is FrozenMessage else FrozenMessage(message)
+
 
 REPLACEMENT = "\ufffd"
 """What a lone UTF-16 surrogate becomes: the Unicode replacement character."""

@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lsp_agent.messages import Message
+from lsp_agent.messages import Message, frozen
 from lsp_agent.model.encoding import SLICE_CHARS, RequestEncoder, dumps, json_object
 from lsp_agent.model.stream import Pacer
 
@@ -183,3 +183,47 @@ async def test_a_request_that_extends_the_last_one_encodes_only_what_is_new() ->
         if n:
             assert encoder.encoded == before + 2  # the answer stored since, and the reminder
         history.append({"role": "assistant", "content": f"answer {n}"})
+
+
+operations = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.integers(1, 40)),
+        st.tuples(st.just("undo"), st.integers(1, 60)),
+        st.tuples(st.just("rewrite"), st.integers(0, 200)),
+        st.tuples(st.just("again"), st.just(0)),
+    ),
+    min_size=1,
+    max_size=25,
+)
+
+
+@given(operations)
+def test_a_session_of_any_shape_sends_the_bytes_json_dumps_gives(steps: list[Any]) -> None:
+    """Calls that add messages (past the point where the encoder joins its run of bytes), undo
+    turns, rewrite a message in the middle (a new stub), or send the same request again: every
+    request is json.dumps' bytes."""
+    encoder = RequestEncoder()
+    history: list[Message] = [frozen({"role": "system", "content": "s"})]
+    count = 0
+
+    async def send() -> None:
+        nonlocal count
+        count += 1
+        request = [*history, {"role": "user", "content": f"<context>{count}</context>"}]
+        assert await encode(encoder, request) == reference(request)
+
+    async def run() -> None:
+        for kind, amount in steps:
+            if kind == "append":
+                for _ in range(amount):
+                    history.append(frozen({"role": "tool", "content": f"result {len(history)}"}))
+            elif kind == "undo":
+                del history[max(1, len(history) - amount) :]
+            elif kind == "rewrite" and len(history) > 1:
+                index = 1 + amount % (len(history) - 1)
+                history[index] = frozen({**history[index], "content": "[trimmed]"})
+            await send()
+            if kind == "again":
+                await send()
+
+    asyncio.run(run())

@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import copy
+import json
+import pickle
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lsp_agent.messages import REPLACEMENT, Reply, ToolCall, Usage, clean_text, clean_value
+from lsp_agent.messages import (
+    REPLACEMENT,
+    Reply,
+    ToolCall,
+    Usage,
+    clean_text,
+    clean_value,
+    frozen,
+)
 from lsp_agent.model.stream import Surrogates
 
 EMOJI = "\U0001f600"
@@ -68,3 +80,26 @@ def test_a_reply_is_stored_with_empty_content_beside_its_calls() -> None:
             }
         ],
     }
+
+
+def test_a_frozen_message_cannot_be_changed_in_place_but_reads_and_copies_as_a_dict() -> None:
+    message = frozen({"role": "tool", "tool_call_id": "c1", "content": "result"})
+    for change in (
+        lambda m: m.__setitem__("content", "changed"),
+        lambda m: m.__delitem__("content"),
+        lambda m: m.update(content="changed"),
+        lambda m: m.setdefault("name", "x"),
+        lambda m: m.pop("content"),
+        lambda m: m.popitem(),
+        lambda m: m.clear(),
+        lambda m: m.__ior__({"content": "changed"}),
+    ):
+        with pytest.raises(TypeError, match="cannot be changed"):
+            change(message)
+    assert message == {"role": "tool", "tool_call_id": "c1", "content": "result"}
+    assert json.loads(json.dumps(message)) == message
+    assert copy.copy(message) == message
+    assert copy.deepcopy(message) == message
+    assert pickle.loads(pickle.dumps(message)) == message
+    assert type({**message, "content": "stub"}) is dict
+    assert frozen(message) is message

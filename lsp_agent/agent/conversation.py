@@ -13,7 +13,7 @@ from lsp_agent.agent.instructions import Instructions
 from lsp_agent.context.reminder import FileChangeSource
 from lsp_agent.context.tokens import TokenMeter
 from lsp_agent.context.view import ContextState
-from lsp_agent.messages import Usage
+from lsp_agent.messages import Usage, frozen
 from lsp_agent.session.transcript import Transcript
 from lsp_agent.tools.belt import Toolbox
 from lsp_agent.tools.results import EditCounts
@@ -102,8 +102,14 @@ class Session:
         """Estimated tokens of the next request."""
         return self.meter.context_tokens
 
+    def __post_init__(self) -> None:
+        self.history[:] = map(frozen, self.history)
+
     def append(self, message: dict[str, Any]) -> None:
-        """Store a message: in the history (what is sent derives from it) and the transcript."""
+        """Store a message: in the history (what is sent derives from it) and the transcript.
+        The history keeps a frozen copy: what the caller does with its dict afterwards changes
+        nothing that is sent."""
+        message = frozen(message)
         self.history.append(message)
         self.meter.added(message)
         self.transcript.append({"type": "message", "turn": self.turns, "message": message})

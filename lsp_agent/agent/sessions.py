@@ -28,7 +28,7 @@ from lsp_agent.context.reminder import FileChangeSource
 from lsp_agent.context.tokens import TokenMeter, request_bytes
 from lsp_agent.context.view import ContextState, build_request, restore_state
 from lsp_agent.errors import UserError
-from lsp_agent.messages import Usage, estimate_tokens
+from lsp_agent.messages import Usage, estimate_tokens, frozen
 from lsp_agent.model import Provider, make_provider
 from lsp_agent.port import Document, EditorPort, FileChange
 from lsp_agent.safety.sandbox import Sandbox
@@ -201,18 +201,13 @@ class Agent:
                 "lspAgent.sessions lists them; omit `session` to continue the latest"
             ) from error
         self._redact(transcript)
-        history = transcript.messages()
+        history = list(map(frozen, transcript.messages()))
         records = transcript.records()
         instructions = _instructions_of(records, self.workspace.root, self.home)
         if not history or history[0].get("role") != "system":
             instructions = read_instructions(self.workspace.root, self.home)
-            history.insert(
-                0,
-                {
-                    "role": "system",
-                    "content": system_prompt(self.workspace.root, instructions.prompt_section()),
-                },
-            )
+            prompt = system_prompt(self.workspace.root, instructions.prompt_section())
+            history.insert(0, frozen({"role": "system", "content": prompt}))
         state, warning = restore_state(records, history)
         return _Stored(transcript, history, records, instructions, state, warning)
 

@@ -16,12 +16,14 @@ transcript with the whole new state, so a restarted server rebuilds the same req
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from lsp_agent.context.tokens import Message, TokenMeter, message_bytes
+from lsp_agent.messages import FrozenMessage
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +65,12 @@ class ContextState:
     message it was made from): the same object at every request, so the request encoder reuses
     its bytes by identity instead of making and matching hundreds of stubs per call. Not part of
     the state: a new state starts it empty."""
+    built: list[Any] = dataclasses.field(
+        default_factory=lambda: [0, [], []], init=False, compare=False, repr=False
+    )
+    """The last run of rewritten messages a request was built with: where it starts, the stored
+    messages, and what was sent for them. A request over the same stored messages (compared in
+    one C-level pass) takes it whole instead of looking up each one."""
 
     def to_json(self) -> dict[str, Any]:
         """The state as stored in a `compaction` transcript event."""
@@ -123,9 +131,12 @@ _NOTE_HEAD = (
 _NOTE_TAIL = "\n</handoff_note>"
 
 
-def note_message(note: str) -> Message:
-    """The user message that carries a hand-off note, sent after the user's first request."""
-    return {"role": "user", "content": _NOTE_HEAD + note + _NOTE_TAIL}
+@functools.lru_cache(maxsize=4)
+def note_message(note: str) -> FrozenMessage:
+    """The user message that carries a hand-off note, sent after the user's first request: the
+    same object for the same note, so that the request encoder matches the messages after it
+    without a lookup."""
+    return FrozenMessage(role="user", content=_NOTE_HEAD + note + _NOTE_TAIL)
 
 
 def build_request(
@@ -145,17 +156,33 @@ def build_request(
         request.append(note_message(state.note))
         start = max(state.note_from, first)
     rewritten_below = min(max(state.strip_before, state.drop_before), len(history))
-    rewrites = state.rewrites
-    for index in range(start, rewritten_below):
-        stored = history[index]
-        made = rewrites.get(index)
-        if made is None or made[0] is not stored:
-            made = rewrites[index] = (stored, _sent(stored, index, state))
-        request.append(made[1])
+    if start < rewritten_below:
+        request += _rewritten(history[start:rewritten_below], start, state)
     request.extend(history[max(start, rewritten_below) :])
     if reminder is not None:
         request.append(reminder)
     return request
+
+
+def _rewritten(stored: Sequence[Message], start: int, state: ContextState) -> list[Message]:
+    """What is sent for the stored messages from index `start` on, all below the rewritten
+    mark: the last run built when they are the same objects, else each one's rewrite."""
+    built = state.built
+    # Identical items compare without a look inside; equal ones (a resumed session's messages
+    # read again) are taken as the same, once: the run then holds the new objects.
+    if built[0] == start and built[1] == stored:
+        built[1] = stored
+        sent: list[Message] = built[2]
+        return sent
+    rewrites = state.rewrites
+    sent = []
+    for index, message in enumerate(stored, start):
+        made = rewrites.get(index)
+        if made is None or made[0] is not message:
+            made = rewrites[index] = (message, _sent(message, index, state))
+        sent.append(made[1])
+    built[:] = [start, stored, sent]
+    return sent
 
 
 def stub(content: str, keep: int) -> str:
@@ -195,7 +222,7 @@ def _sent(message: Message, index: int, state: ContextState) -> Message:
         text = stub(content, state.stub_chars)
     else:
         return message
-    return message if text is content else {**message, "content": text}
+    return message if text is content else FrozenMessage(message, content=text)
 
 
 class View:

@@ -24,6 +24,7 @@ request is a byte-identical prefix of the next one wherever the messages are (pr
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import logging
 import operator
@@ -31,13 +32,16 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from lsp_agent.messages import Message, clean_value
+from lsp_agent.messages import FrozenMessage, Message, clean_value
 from lsp_agent.model.stream import Pacer
 
 log = logging.getLogger(__name__)
 
 CONVERSATIONS = 8
 """Conversations whose messages stay encoded: sessions running side by side, compactions."""
+JOIN_AFTER = 32
+"""How many messages may follow the joined run of a conversation's bytes before it is joined
+again (see `_Conversation.parts`)."""
 SLICE_CHARS = 1 << 18
 """A string member longer than this is encoded in slices of this many characters."""
 
@@ -56,6 +60,31 @@ class _Conversation:
         """Each message's bytes as sent."""
         self.by_text: dict[_TextKey, bytes] = {}
         """Rewritten messages made only of text, by their members (see `_text_key`)."""
+        self.joined = b"["
+        """The opening bracket and the first `joined_count` messages' bytes, each followed by
+        its comma, as one string: the parts of the next body start with it."""
+        self.joined_count = 0
+
+    def parts(self) -> list[bytes]:
+        """The JSON array of the messages, in parts: the joined run, then one part per message
+        after it. The run is joined again once it trails by `JOIN_AFTER` messages, all but the
+        last (the reminder, which the next request replaces): a thousand parts cost more to
+        list than the copy of their bytes, once, that joining them costs."""
+        encoded = self.encoded
+        # The joined run is still this request's start: a conversation is kept as it is only
+        # when its previous request's messages, but the last, begin this one (`messages`).
+        start = self.joined_count
+        if not start < len(encoded):
+            start, self.joined, self.joined_count = 0, b"[", 0
+        tail = itertools.chain.from_iterable(
+            zip(itertools.islice(encoded, start, None), _COMMAS, strict=False)
+        )
+        parts = [self.joined, *tail]
+        if len(encoded) - start > JOIN_AFTER:
+            self.joined = b"".join(parts[:-2])
+            self.joined_count = len(encoded) - 1
+        parts[-1] = b"]"
+        return parts
 
     def same(self, index: int, message: Message) -> bool:
         """Whether `message` is the one this request had at `index`, unchanged."""
@@ -85,14 +114,20 @@ class RequestEncoder:
         if not messages:
             return [b"[]"]
         old = self._cache.pop(id(messages[0]), None) or _Conversation(())
-        new = _Conversation(messages)
         same = _kept(old, messages)
-        new.contents = old.contents[:same]
-        new.encoded = old.encoded[:same]
         rewritten = same < len(old.messages) - 1  # more than the old reminder was replaced
-        if not rewritten:
-            new.by_text = old.by_text
-        places = {id(m): i for i, m in enumerate(old.messages)} if rewritten else {}
+        if rewritten:
+            new = _Conversation(messages)
+            new.contents = old.contents[:same]
+            new.encoded = old.encoded[:same]
+            places = {id(m): i for i, m in enumerate(old.messages)}
+        else:
+            # The previous request with its reminder replaced: its lists are cut where the new
+            # messages start rather than copied (at a thousand messages a copy touches more
+            # memory than the new messages need).
+            new, places = old, {}
+            new.messages = list(messages)
+            del new.contents[same:], new.encoded[same:]
         for message in messages[same:]:
             place = places.get(id(message))
             if place is not None and old.same(place, message):
@@ -108,11 +143,7 @@ class RequestEncoder:
         self._cache[id(messages[0])] = new
         while len(self._cache) > self.conversations:
             self._cache.popitem(last=False)
-        parts = [b"["]
-        for encoded in new.encoded:
-            parts += (encoded, b",")
-        parts[-1] = b"]"
-        return parts
+        return new.parts()
 
     async def _rewritten(
         self, message: Message, old: _Conversation, new: _Conversation, pacer: Pacer
@@ -170,13 +201,18 @@ def _kept(old: _Conversation, messages: Sequence[Message]) -> int:
     """How many leading `messages` are those `old` had in the same places, unchanged.
 
     A thousand-message history is checked at every call, so the checks run as C-level passes
-    (identity of each message, then of its content) rather than a Python loop.
+    (identity of each message, then of its content) rather than a Python loop. Frozen messages
+    (the history's, the layers' stubs) cannot change, so their contents are not checked: that
+    pass reads every message's members, and on a heap that the rest of the call has moved
+    through it cost more than everything else the encoder does.
     """
     limit = min(len(messages), len(old.messages))
     head = messages[:limit]
     same = limit
     with contextlib.suppress(ValueError):
         same = list(map(operator.is_, head, old.messages)).index(False)
+    if set(map(type, itertools.islice(head, same))) <= {FrozenMessage}:
+        return same
     contents = map(_CONTENT, head[:same])
     with contextlib.suppress(ValueError):
         same = list(map(operator.is_, contents, old.contents)).index(False)
@@ -184,6 +220,7 @@ def _kept(old: _Conversation, messages: Sequence[Message]) -> int:
 
 
 _CONTENT = operator.methodcaller("get", "content")
+_COMMAS = itertools.repeat(b",")
 
 
 def _text_key(message: Message) -> _TextKey | None:
