@@ -381,6 +381,17 @@ async def test_an_unknown_or_broken_encoding_is_a_decoding_error(client: wire.Cl
             await client.get(server.url)
 
 
+async def test_a_line_break_after_a_body_is_not_taken_for_the_next_answer(
+    client: wire.Client,
+) -> None:
+    requests: list[Request] = []
+    async with serve(answering(OK + b"\r\n", requests=requests)) as server:
+        first = await client.get(server.url)
+        second = await client.get(server.url)
+    assert first.content == second.content == b"ok"
+    assert (len(requests), server.connections) == (2, 1)
+
+
 async def test_interim_1xx_answers_are_skipped(client: wire.Client) -> None:
     answer = (
         b"HTTP/1.1 100 Continue\r\n\r\n"
@@ -422,6 +433,7 @@ async def test_heads_with_bare_line_feeds_and_folded_lines_are_read(client: wire
         (b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", "malformed header"),
         (b"HTTP/1.1 200 OK\r\nContent-Length: -4\r\n\r\n", "invalid Content-Length"),
         (b"HTTP/1.1 200 OK\r\nContent-Le", "in the middle of its answer's head"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", "only chunked"),
     ],
 )
 async def test_a_broken_head_is_a_remote_protocol_error(

@@ -273,10 +273,14 @@ class Response:
                 self._keep_alive = False
         elif (coding := self.headers.get("transfer-encoding")) is not None:
             if coding.lower().replace(" ", "") != "chunked":
-                raise DecodingError(
-                    f"the response's transfer coding '{coding}' is not supported (only chunked)"
+                raise RemoteProtocolError(
+                    f"the server's answer has the transfer coding '{coding}': only chunked is "
+                    "supported"
                 )
             self._chunked = True
+            if "content-length" in self.headers:
+                # Two framings: the body is read as chunked, but what follows it is suspect.
+                self._keep_alive = False
         elif (length := self.headers.get("content-length")) is not None:
             self._length = _content_length(length)
         else:
@@ -591,7 +595,7 @@ class Client:
                 writer.write(head + content)
             else:
                 writer.write(head)
-                writer.write(content)
+                writer.write(memoryview(content))
             async with asyncio.timeout(self._write_timeout):
                 await writer.drain()
         except TimeoutError:
@@ -723,6 +727,11 @@ async def _read_head(
         async with asyncio.timeout(seconds):
             try:
                 line = await reader.readline()
+                # Some servers send a line break after a body; it is not the next answer.
+                for _ in range(4):
+                    if line not in LINE_ENDS:
+                        break
+                    line = await reader.readline()
             except ValueError:
                 raise RemoteProtocolError(NOT_HTTP) from None
             if not line and first:
@@ -979,6 +988,7 @@ def _parse_proxy(value: str) -> _Proxy:
 def _loopback(host: str) -> bool:
     """True for this machine's own addresses: a local model server never goes through a
     proxy, whatever the environment says."""
+    host = host.rstrip(".")
     if host == "localhost" or host.endswith(".localhost"):
         return True
     try:
