@@ -243,6 +243,18 @@ async def test_a_content_length_body_is_read_and_kept(client: wire.Client) -> No
     assert await response.aread() == response.content
 
 
+async def test_a_reader_that_stops_at_the_last_byte_leaves_the_connection_reusable(
+    client: wire.Client,
+) -> None:
+    async with serve(answering(OK)) as server:
+        async with client.stream("GET", server.url) as response:
+            async for piece in response.aiter_bytes():
+                assert piece == b"ok"
+                break  # the body's announced length has arrived: nothing is left unread
+        assert (await client.get(server.url)).content == b"ok"
+    assert server.connections == 1
+
+
 async def test_the_content_is_there_only_once_the_body_is_read(client: wire.Client) -> None:
     async with serve(answering(OK)) as server, client.stream("GET", server.url) as response:
         with pytest.raises(RuntimeError, match="read the body first"):
@@ -456,11 +468,18 @@ async def test_a_chunked_body_cut_off_is_a_remote_protocol_error(client: wire.Cl
     answers = [
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n10\r\nonly six",
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nsix ok\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nsix ok",
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0x6\r\nsix ok\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nsix ok\r\n0\r\n\r\n",
     ]
-    for answer, message in zip(
-        answers, ["in the middle of a chunk", "before the end", "not a hexadecimal"], strict=True
-    ):
+    messages = [
+        "in the middle of a chunk",
+        "before the end",
+        "before the end",
+        "not a hexadecimal",
+        "longer than its size says",
+    ]
+    for answer, message in zip(answers, messages, strict=True):
         async with serve(answer_once(answer)) as server:
             with pytest.raises(wire.RemoteProtocolError, match=message):
                 await client.get(server.url)
@@ -578,8 +597,9 @@ async def test_credentials_in_the_url_never_appear_in_a_message(client: wire.Cli
         ("/v1/models", wire.UnsupportedProtocol, "has no scheme"),
         ("ftp://example.com/", wire.UnsupportedProtocol, "ftp://"),
         ("http:///v1", wire.InvalidURL, "no host"),
-        ("http://example.com:99999/", wire.InvalidURL, "out of range"),
-        ("http://example.com:port/", wire.InvalidURL, "Port"),
+        ("http://example.com:99999/", wire.InvalidURL, "port is not a number from 1 to 65535"),
+        ("http://example.com:port/", wire.InvalidURL, "port is not a number"),
+        ("http://example.com:0/", wire.InvalidURL, "port is not a number"),
         ("http://[::1/", wire.InvalidURL, "IPv6"),
         ("http://exa mple.com/", wire.InvalidURL, "invalid host name"),
     ],
@@ -1056,6 +1076,18 @@ async def test_a_proxy_that_refuses_the_tunnel_is_a_proxy_error(
     assert "wrong" not in str(raised.value)
     assert "alice" not in str(raised.value)
     assert proxy.seen[0].line == "CONNECT model.test:443 HTTP/1.1"
+
+
+async def test_a_proxy_that_hangs_up_on_the_tunnel_is_a_proxy_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async with serve(answer_once(b"")) as server:
+        monkeypatch.setenv("HTTPS_PROXY", server.url)
+        http = new_client()
+        with pytest.raises(wire.ProxyError, match="did not answer the request for a tunnel"):
+            await http.get("https://model.test/v1/models")
+        await http.aclose()
+    assert server.connections == 1
 
 
 async def test_socks_proxies_are_refused_with_a_sentence(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -63,6 +63,7 @@ NOT_HTTP = "the server's answer is not HTTP/1.1 (its first line is not a status 
 HEAD_TOO_LONG = f"the head of the server's answer is longer than {MAX_HEAD // 1024} KiB"
 CLOSED_IN_HEAD = "the server closed the connection in the middle of its answer's head"
 MALFORMED_HEADER = "the server's answer has a malformed header line"
+PORT_RANGE = "the URL's port is not a number from 1 to 65535"
 
 
 class HTTPError(Exception):
@@ -358,6 +359,9 @@ class Response:
                             f"of the {self._length:,} bytes of the body it announced"
                         )
                     remaining -= len(data)
+                    if not remaining:
+                        # Whole: the connection is free again, even if the reader stops here.
+                        self._finished()
                     yield data
             else:
                 while True:
@@ -383,8 +387,12 @@ class Response:
         first = True
         while True:
             async with asyncio.timeout(seconds):
-                if not first and await reader.readline() not in LINE_ENDS:
-                    raise RemoteProtocolError("a chunk of the body is longer than its size says")
+                if not first and (end := await reader.readline()) not in LINE_ENDS:
+                    raise RemoteProtocolError(
+                        "a chunk of the body is longer than its size says"
+                        if end
+                        else "the server closed the connection before the end of the chunked body"
+                    )
                 first = False
                 size = _chunk_size(await reader.readline())
                 if size == 0:
@@ -702,7 +710,7 @@ async def _tunnel(connection: _Connection, target: _Target, proxy: _Proxy) -> No
     await connection.writer.drain()
     try:
         _, status, reason, _ = await _read_head(connection.reader, None, first=True)
-    except (_Unanswered, RemoteProtocolError):
+    except (_Unanswered, RemoteProtocolError, ReadError):
         raise ProxyError(
             f"the proxy at {proxy.url} did not answer the request for a tunnel to {target.address}"
         ) from None
@@ -894,9 +902,12 @@ def _parse_url(url: str) -> _Target:
     """What a request URL says: scheme, host, port, path and query, credentials."""
     try:
         parts = urllib.parse.urlsplit(url)
-        port = parts.port
-    except ValueError as error:
+    except ValueError as error:  # "Invalid IPv6 URL"
         raise InvalidURL(f"{error}") from None
+    try:
+        port = parts.port
+    except ValueError:
+        raise InvalidURL(PORT_RANGE) from None
     scheme = parts.scheme.lower()
     if scheme not in DEFAULT_PORTS:
         if not scheme:
@@ -908,7 +919,7 @@ def _parse_url(url: str) -> _Target:
         raise UnsupportedProtocol(f"the URL's scheme {scheme}:// is not http:// or https://")
     host = _host(parts.hostname, "the URL")
     if port == 0:
-        raise InvalidURL("the URL's port is 0")
+        raise InvalidURL(PORT_RANGE)
     port = port or DEFAULT_PORTS[scheme]
     bracketed = f"[{host}]" if ":" in host else host
     authority = bracketed if port == DEFAULT_PORTS[scheme] else f"{bracketed}:{port}"
