@@ -17,6 +17,7 @@ command -v tmux >/dev/null 2>&1 || missing+=(tmux)
 command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
 command -v luacheck >/dev/null 2>&1 || missing+=(lua-check)
 command -v emacs >/dev/null 2>&1 || missing+=(emacs-nox)
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)  # certificates for the HTTPS tests
 for package in elpa-eglot elpa-lsp-mode; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "ok installed" || missing+=("$package")
 done

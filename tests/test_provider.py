@@ -5,11 +5,15 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import ssl
+import subprocess
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from email.utils import formatdate
+from pathlib import Path
 from typing import Any
 
+import certifi
 import httpx
 import pytest
 
@@ -17,6 +21,7 @@ from lsp_agent.messages import Reply, Usage, cached_tokens, estimate_tokens
 from lsp_agent.model import Provider, ProviderError, make_provider
 from lsp_agent.model.anthropic import AnthropicProvider, to_anthropic
 from lsp_agent.model.faults import retry_after_seconds
+from lsp_agent.model.http import tls_context
 from lsp_agent.model.openai import OpenAIProvider
 from lsp_agent.model.stream import TEXT_SLICE
 from tests.fake_model import (
@@ -492,7 +497,8 @@ async def test_an_endpoint_nobody_listens_on_names_the_url_and_the_setting(
         await ask(open_provider(url))
     message = caught.value.message
     assert caught.value.status is None
-    assert f"cannot reach the model endpoint at {url}" in message
+    assert f"cannot reach the model endpoint at {url} (could not connect to" in message
+    assert "connection refused" in message
     assert "lspAgent.baseUrl" in message
     assert "LSP_AGENT_BASE_URL" in message
 
@@ -528,6 +534,128 @@ async def test_the_api_key_travels_only_in_the_authorization_header(open_provide
     assert model.headers[0]["authorization"] == "Bearer sk-right"
     assert "sk-right" not in json.dumps(model.requests[0])
     assert "sk-right" not in repr(provider)
+
+
+async def test_a_key_with_a_line_break_is_said_at_once_and_never_shown(
+    open_provider: Open,
+) -> None:
+    secret = "sk-pasted-1234567890\nsecond-line"
+    with ScriptedModel([reply("never")]) as model:
+        provider = open_provider(model.base_url, api_key=secret)
+        with pytest.raises(ProviderError) as caught:
+            await ask(provider)
+        assert model.requests == []  # nothing sent, nothing retried
+    assert "cannot be sent" in caught.value.message
+    assert "'authorization'" in caught.value.message
+    assert "lspAgent.apiKey" in caught.value.message
+    assert "sk-pasted" not in caught.value.message
+
+
+async def test_a_proxy_that_refuses_the_tunnel_names_the_proxy_settings(
+    open_provider: Open, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An https endpoint behind a proxy from the environment; the proxy answers 407."""
+    tunnels: list[bytes] = []
+
+    async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        tunnels.append(await reader.readuntil(b"\r\n\r\n"))
+        writer.write(b"HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 0\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(proxy, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    monkeypatch.setenv("HTTPS_PROXY", f"http://user:hunter2@127.0.0.1:{port}")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    async with server:
+        with pytest.raises(ProviderError) as caught:
+            await ask(open_provider("https://models.example.com/v1"))
+    assert tunnels, "the request went through the proxy"
+    assert tunnels[0].startswith(b"CONNECT models.example.com:443 HTTP/1.1")
+    assert len(tunnels) == 1  # refused once, not retried
+    message = caught.value.message
+    assert "407" in message
+    assert "HTTPS_PROXY" in message
+    assert "hunter2" not in message
+
+
+async def test_a_certificate_we_do_not_trust_is_named_with_what_to_do(
+    open_provider: Open, tmp_path: Path
+) -> None:
+    """An https endpoint with a self-signed certificate (as a company's inspecting proxy shows)."""
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            "key.pem",
+            "-out",
+            "cert.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+    )
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.close()  # never reached: the client refuses the certificate first
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0, ssl=tls)
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        with pytest.raises(ProviderError) as caught:
+            await ask(open_provider(f"https://127.0.0.1:{port}/v1"))
+    message = caught.value.message
+    assert "certificate" in message
+    assert "SSL_CERT_FILE" in message
+    assert "lspAgent.baseUrl" in message
+
+
+def test_a_certificate_bundle_that_cannot_be_read_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    missing = tmp_path / "corporate-ca.pem"
+    monkeypatch.setenv("SSL_CERT_FILE", str(missing))
+    tls_context.cache_clear()
+    try:
+        with pytest.raises(ProviderError) as caught:
+            make_provider("openai", "https://models.example.com/v1", "test-model", None)
+    finally:
+        tls_context.cache_clear()
+    assert f"SSL_CERT_FILE={missing}" in caught.value.message
+    assert "cannot be read" in caught.value.message
+
+
+def test_the_system_store_and_certifi_are_both_trusted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    tls_context.cache_clear()
+    try:
+        context = tls_context()
+    finally:
+        tls_context.cache_clear()
+    bundled = ssl.create_default_context(cafile=certifi.where())
+    system = ssl.create_default_context()
+    assert context.verify_mode == ssl.CERT_REQUIRED
+    assert context.check_hostname
+    count = context.cert_store_stats()["x509_ca"]
+    assert count >= bundled.cert_store_stats()["x509_ca"]
+    assert count >= system.cert_store_stats()["x509_ca"]
 
 
 async def test_an_unknown_model_lists_the_available_ones(open_provider: Open) -> None:

@@ -5,25 +5,17 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 
-import httpx
-
 from lsp_agent.model.stream import BodySeen, Pacer, sse_batches
 
 
-class Pieces(httpx.AsyncByteStream):
+async def arriving(*pieces: bytes) -> AsyncIterator[bytes]:
     """A response body that arrives in exactly these network reads."""
-
-    def __init__(self, *pieces: bytes) -> None:
-        self.pieces = pieces
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        for piece in self.pieces:
-            yield piece
+    for piece in pieces:
+        yield piece
 
 
 async def batches(*pieces: bytes) -> list[list[str]]:
-    response = httpx.Response(200, stream=Pieces(*pieces))
-    return [batch async for batch in sse_batches(response, Pacer(), BodySeen())]
+    return [batch async for batch in sse_batches(arriving(*pieces), Pacer(), BodySeen())]
 
 
 async def test_each_network_read_gives_one_batch() -> None:
@@ -61,6 +53,6 @@ async def test_a_last_line_without_its_end_is_still_read() -> None:
 
 async def test_what_came_is_counted_for_a_sentence_about_it() -> None:
     seen = BodySeen()
-    response = httpx.Response(200, stream=Pieces(b"<html>", b"</html>"))
-    assert [batch async for batch in sse_batches(response, Pacer(), seen)] == []
+    body = arriving(b"<html>", b"</html>")
+    assert [batch async for batch in sse_batches(body, Pacer(), seen)] == []
     assert (seen.size, bytes(seen.head)) == (13, b"<html></html>")

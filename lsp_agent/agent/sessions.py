@@ -9,7 +9,6 @@ says what happened. `build_agent` assembles an agent the same way for every adap
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib
 import json
 from collections.abc import Callable, Collection
@@ -201,7 +200,7 @@ class Agent:
                 "lspAgent.sessions lists them; omit `session` to continue the latest"
             ) from error
         self._redact(transcript)
-        history = list(map(frozen, transcript.messages()))
+        history: list[dict[str, Any]] = list(map(frozen, transcript.messages()))
         records = transcript.records()
         instructions = _instructions_of(records, self.workspace.root, self.home)
         if not history or history[0].get("role") != "system":
@@ -472,17 +471,6 @@ def build_agent(
     )
 
 
-FIRST_REQUEST_MODULES = (
-    "httpcore",
-    "encodings.idna",
-    "anyio._backends._asyncio",
-    "anyio.streams.tls",
-    "anyio.to_thread",
-)
-"""What httpx imports only when the first client is made and the first request sent (a tenth
-of a second on a busy machine), measured with httpx 0.28."""
-
-
 def warm_up() -> None:
     """What the first request to the model would otherwise wait for, done ahead of it: the
     server calls this in a thread once it has started."""
@@ -490,9 +478,6 @@ def warm_up() -> None:
 
     importlib.import_module("lsp_agent.model.openai")
     importlib.import_module("lsp_agent.model.anthropic")
-    for module in FIRST_REQUEST_MODULES:
-        with contextlib.suppress(ImportError):  # another httpx may import other things
-            importlib.import_module(module)
     tls_context()
 
 

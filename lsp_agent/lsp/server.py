@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from lsp_agent.agent.sessions import Agent
     from lsp_agent.changes.tracker import ChangeTracker
 
-# The agent stack (httpx, the loop, the tools) is loaded before the server answers `initialize`
+# The agent stack (HTTP client, loop, tools) is loaded before the server answers `initialize`
 # (`boot.py`): a server that has answered is ready for its first ask.
 AGENT_MODULES = ("lsp_agent.agent.sessions", "lsp_agent.model.openai", "lsp_agent.session.store")
 

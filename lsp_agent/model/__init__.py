@@ -14,7 +14,7 @@ When the endpoint fails or answers something that is not a reply, the turn ends 
 - `openai.py`, `anthropic.py`: the two dialects.
 
 This module is the face, and loads no HTTP code: `make_provider` imports it when a provider is
-made, so the context layers and an idle server do without httpx.
+made, so the context layers and an idle server do without the HTTP client.
 """
 
 from __future__ import annotations

@@ -7,10 +7,8 @@ import logging
 import re
 from typing import Any
 
-import httpx
-
 from lsp_agent.messages import as_int
-from lsp_agent.model import API_KEY_SETTING
+from lsp_agent.model import API_KEY_SETTING, wire
 from lsp_agent.model.encoding import dumps
 from lsp_agent.model.http import HTTPProvider
 from lsp_agent.model.stream import Draft, Nonsense, ReplayingSink, StreamBroken, quote
@@ -139,14 +137,14 @@ class AnthropicProvider(HTTPProvider):
         body: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens, "stream": True}
         body.update(to_anthropic(messages, tools))
 
-        async def read(response: httpx.Response) -> Draft:
+        async def read(response: wire.Response) -> Draft:
             return await self._read_stream(response, sink)
 
         return await self._post(
             f"{self._root}/v1/messages", dumps(body), read, with_tools=bool(tools)
         )
 
-    async def _read_stream(self, response: httpx.Response, sink: ReplayingSink) -> Draft:
+    async def _read_stream(self, response: wire.Response, sink: ReplayingSink) -> Draft:
         draft = await self._read_events(response, sink, self._feed)
         usage = draft.usage or {}
         draft.usage = dict(usage)

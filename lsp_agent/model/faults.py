@@ -12,14 +12,13 @@ import time
 from collections.abc import Mapping
 from email.utils import parsedate_to_datetime
 
-import httpx
-
 from lsp_agent.model import (
     BASE_URL_SETTING,
     MODEL_SETTING,
     PROVIDER_SETTING,
     TOOL_MODELS,
     ProviderError,
+    wire,
 )
 from lsp_agent.model.stream import Nonsense, page_title
 
@@ -170,14 +169,19 @@ class Sentences:
         )
 
     def _transport_error(self, error: Exception) -> ProviderError:
-        if isinstance(error, httpx.UnsupportedProtocol):
+        if isinstance(error, wire.UnsupportedProtocol):
             return self._invalid_url(error)
-        if isinstance(error, (httpx.ConnectError, httpx.ConnectTimeout)):
+        if isinstance(error, wire.TLSError):
             return ProviderError(
-                f"cannot reach the model endpoint at {self.base_url}: is the server running? "
-                f"Set {BASE_URL_SETTING}"
+                f"{error}: check {BASE_URL_SETTING}; behind a proxy that inspects traffic, point "
+                "SSL_CERT_FILE at its certificate authority"
             )
-        if isinstance(error, httpx.TimeoutException):
+        if isinstance(error, (wire.ConnectError, wire.ConnectTimeout)):
+            return ProviderError(
+                f"cannot reach the model endpoint at {self.base_url} ({error}): is the server "
+                f"running? Set {BASE_URL_SETTING}"
+            )
+        if isinstance(error, wire.TimeoutException):
             return ProviderError(
                 f"the model endpoint at {self.base_url} sent nothing for {self.read_timeout:.0f} s "
                 f"({type(error).__name__}): is the server overloaded? check its log"

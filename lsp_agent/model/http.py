@@ -13,13 +13,13 @@ import asyncio
 import contextlib
 import functools
 import logging
+import os
 import random
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
-import httpx
-
+from lsp_agent import __version__
 from lsp_agent.messages import Reply, ToolCall, Usage, as_int, cached_tokens, estimate_tokens
 from lsp_agent.model import (
     API_KEY_SETTING,
@@ -28,6 +28,7 @@ from lsp_agent.model import (
     MODEL_SETTING,
     ProviderError,
     TextSink,
+    wire,
 )
 from lsp_agent.model.faults import (
     CONTEXT_EXCEEDED,
@@ -63,11 +64,37 @@ DRAIN_SECONDS = 1.0
 
 @functools.cache
 def tls_context() -> ssl.SSLContext:
-    """The certificates every endpoint is checked against, loaded once per process (reading the
-    bundle takes tens of milliseconds; the server loads it in the background after start-up, so
-    the first request does not wait for it). httpx's own choice: `SSL_CERT_FILE` or
-    `SSL_CERT_DIR` when set, else certifi's bundle."""
-    return httpx.create_ssl_context()
+    """The certificates every endpoint is checked against, loaded once per process (reading them
+    takes tens of milliseconds; the server loads them in the background after start-up, so the
+    first request does not wait).
+
+    `SSL_CERT_FILE` / `SSL_CERT_DIR`, when set, name the only ones trusted. Otherwise the
+    system's store (where a company installs its own authority, for the proxy that inspects its
+    traffic) and certifi's bundle (for systems whose store Python cannot find).
+    """
+    cafile = os.environ.get("SSL_CERT_FILE") or None
+    capath = os.environ.get("SSL_CERT_DIR") or None
+    try:
+        if cafile or capath:
+            context = ssl.create_default_context(cafile=cafile, capath=capath)
+        else:
+            context = ssl.create_default_context()
+            with contextlib.suppress(ImportError):
+                import certifi
+
+                context.load_verify_locations(certifi.where())
+    except (OSError, ssl.SSLError) as error:
+        named = " and ".join(
+            f"{name}={value}"
+            for name, value in (("SSL_CERT_FILE", cafile), ("SSL_CERT_DIR", capath))
+            if value
+        )
+        raise ProviderError(
+            f"the certificates {named or 'of this system'} cannot be read ({error}): point "
+            "SSL_CERT_FILE at a readable bundle of certificates, or unset it"
+        ) from None
+    context.set_alpn_protocols(["http/1.1"])
+    return context
 
 
 class HTTPProvider(Sentences):
@@ -107,11 +134,12 @@ class HTTPProvider(Sentences):
         self.max_retry_after = max_retry_after
         """A longer `Retry-After` fails at once: waiting minutes inside a turn helps nobody."""
         self.read_timeout = read_timeout
-        self._client = httpx.AsyncClient(
-            verify=tls_context(),
-            timeout=httpx.Timeout(
-                connect=connect_timeout, read=read_timeout, write=60.0, pool=connect_timeout
-            ),
+        self._client = wire.Client(
+            tls=tls_context(),
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+            write_timeout=60.0,
+            user_agent=f"lsp-agent/{__version__}",
         )
 
     def __repr__(self) -> str:
@@ -163,9 +191,9 @@ class HTTPProvider(Sentences):
         url = self._models_url()
         try:
             response = await self._client.get(url, headers=self._headers())
-        except httpx.HTTPError as error:
+        except wire.HTTPError as error:
             raise self._transport_error(error) from None
-        except httpx.InvalidURL as error:
+        except wire.InvalidURL as error:
             raise self._invalid_url(error) from None
         if response.status_code in (401, 403):
             raise self._key_refused(response.status_code, self._excerpt(response.content))
@@ -199,7 +227,7 @@ class HTTPProvider(Sentences):
         self,
         url: str,
         content: bytes,
-        read: Callable[[httpx.Response], Awaitable[Draft]],
+        read: Callable[[wire.Response], Awaitable[Draft]],
         *,
         with_tools: bool,
         streamed_with_tools: bool = False,
@@ -220,12 +248,28 @@ class HTTPProvider(Sentences):
                 await response.aread()
         except Nonsense as fault:
             raise self._nonsense(fault, url) from None
-        except httpx.InvalidURL as error:
+        except wire.InvalidURL as error:
             raise self._invalid_url(error) from None
-        except (httpx.ConnectError, httpx.TimeoutException, httpx.UnsupportedProtocol) as error:
+        except (wire.ConnectError, wire.TimeoutException, wire.UnsupportedProtocol) as error:
             raise self._transport_error(error) from None
-        except httpx.TransportError as error:
+        except wire.ProxyError as error:
+            raise ProviderError(
+                f"{error}: check the proxy settings (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY and "
+                f"NO_PROXY) for {self.base_url}"
+            ) from None
+        except wire.ProtocolError as error:
+            if not isinstance(error, wire.RemoteProtocolError):  # ours: never worth a retry
+                raise ProviderError(
+                    f"the request to {url} cannot be sent: {error}; check {self.api_key_hint} "
+                    "(one line of plain text)"
+                ) from None
             raise Retry(None, type(error).__name__) from None
+        except wire.TransportError as error:
+            raise Retry(None, type(error).__name__) from None
+        except wire.DecodingError as error:
+            raise ProviderError(
+                f"the answer from {url} cannot be decoded ({error}): check the server's log"
+            ) from None
         raise await self._status_fault(
             response,
             url,
@@ -236,7 +280,7 @@ class HTTPProvider(Sentences):
 
     async def _status_fault(
         self,
-        response: httpx.Response,
+        response: wire.Response,
         url: str,
         *,
         with_tools: bool,
@@ -285,7 +329,7 @@ class HTTPProvider(Sentences):
         """Say which model is missing and, when the endpoint lists them, which ones exist."""
         try:
             available: list[str] | None = await self.list_models()
-        except (ProviderError, httpx.HTTPError, httpx.InvalidURL):
+        except (ProviderError, wire.HTTPError, wire.InvalidURL):
             available = None
         if available is not None and self.model in available and status == 404:
             return ProviderError(
@@ -310,7 +354,7 @@ class HTTPProvider(Sentences):
 
     async def _read_events(
         self,
-        response: httpx.Response,
+        response: wire.Response,
         sink: ReplayingSink,
         feed: Callable[[Draft, str, ReplayingSink], None],
     ) -> Draft:
@@ -322,7 +366,7 @@ class HTTPProvider(Sentences):
         draft = Draft()
         pacer = Pacer()
         seen = BodySeen()
-        batches = sse_batches(response, pacer, seen)
+        batches = sse_batches(response.aiter_bytes(), pacer, seen)
         try:
             async for batch in batches:
                 for data in batch:
@@ -334,7 +378,7 @@ class HTTPProvider(Sentences):
                 await sink.flush(pacer)
                 if draft.done:
                     break
-        except httpx.HTTPError as error:
+        except wire.HTTPError as error:
             if draft.finish_reason is None:
                 raise self._broken(error) from None
         if draft.done:
@@ -362,7 +406,7 @@ class HTTPProvider(Sentences):
         check_calls(draft)
         return draft
 
-    async def _refuse_web_page(self, response: httpx.Response) -> None:
+    async def _refuse_web_page(self, response: wire.Response) -> None:
         """Raise `Nonsense` for an HTML page: a login page, a web UI, a proxy's notice."""
         if "html" not in response.headers.get("content-type", "").lower():
             return
@@ -372,7 +416,7 @@ class HTTPProvider(Sentences):
                 head += chunk
                 if len(head) >= EXCERPT_BYTES * 16:
                     break
-        except httpx.HTTPError:
+        except wire.HTTPError:
             pass
         title = page_title(head)
         named = f" titled '{title}'" if title else ""
@@ -384,9 +428,9 @@ class HTTPProvider(Sentences):
         backoff = min(self.max_delay, self.base_delay * 2.0**retry)
         return backoff * random.uniform(0.5, 1.0)
 
-    def _broken(self, error: httpx.HTTPError) -> Exception:
+    def _broken(self, error: wire.HTTPError) -> Exception:
         """A fault while reading a successful response."""
-        if isinstance(error, httpx.TimeoutException):
+        if isinstance(error, wire.TimeoutException):
             return self._transport_error(error)
         return StreamBroken(f"{type(error).__name__}: {error}")
 
@@ -433,7 +477,7 @@ async def _drain(batches: AsyncIterator[list[str]]) -> None:
         async for _ in batches:
             pass
 
-    with contextlib.suppress(asyncio.TimeoutError, httpx.HTTPError):
+    with contextlib.suppress(asyncio.TimeoutError, wire.HTTPError):
         await asyncio.wait_for(rest(), DRAIN_SECONDS)
 
 

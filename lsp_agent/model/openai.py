@@ -7,8 +7,7 @@ import json
 import logging
 from typing import Any
 
-import httpx
-
+from lsp_agent.model import wire
 from lsp_agent.model.encoding import RequestEncoder, dumps, json_object
 from lsp_agent.model.faults import StreamOptionsRefused, StreamWithToolsRefused
 from lsp_agent.model.http import HTTPProvider
@@ -83,7 +82,7 @@ class OpenAIProvider(HTTPProvider):
                 log.info("%s rejects stream_options; usage will be estimated", self.base_url)
                 self.stream_options = False
 
-    async def _read(self, response: httpx.Response, *, sink: ReplayingSink, stream: bool) -> Draft:
+    async def _read(self, response: wire.Response, *, sink: ReplayingSink, stream: bool) -> Draft:
         # A few servers ignore `stream: true` and answer with one JSON completion.
         if stream and "json" not in response.headers.get("content-type", ""):
             return await self._read_events(response, sink, self._feed)
@@ -139,10 +138,10 @@ class OpenAIProvider(HTTPProvider):
         if choice.get("finish_reason"):
             draft.finish_reason = str(choice["finish_reason"])
 
-    async def _read_json(self, response: httpx.Response, sink: ReplayingSink) -> Draft:
+    async def _read_json(self, response: wire.Response, sink: ReplayingSink) -> Draft:
         try:
             content = await response.aread()
-        except httpx.HTTPError as error:
+        except wire.HTTPError as error:
             raise self._broken(error) from None
         try:
             data = json.loads(content)

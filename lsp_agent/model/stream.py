@@ -22,11 +22,9 @@ import codecs
 import json
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
-
-import httpx
 
 from lsp_agent.messages import REPLACEMENT, ToolCall, as_int, clean_text
 from lsp_agent.model import TextSink
@@ -99,7 +97,7 @@ class BodySeen:
 
 
 async def sse_batches(
-    response: httpx.Response, pacer: Pacer, seen: BodySeen
+    chunks: AsyncIterable[bytes], pacer: Pacer, seen: BodySeen
 ) -> AsyncIterator[list[str]]:
     """The `data:` payloads of an event stream, one list per network read.
 
@@ -109,7 +107,7 @@ async def sse_batches(
     """
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
     parts: list[str] = []
-    async for chunk in response.aiter_bytes():
+    async for chunk in chunks:
         pacer.rested()
         if len(seen.head) < EXCERPT_BYTES:
             seen.head += chunk[: EXCERPT_BYTES - len(seen.head)]

@@ -98,6 +98,10 @@ class ConnectError(NetworkError):
     """No connection: refused, unknown host, unreachable, or a certificate refused."""
 
 
+class TLSError(ConnectError):
+    """The TLS handshake failed, or the server's certificate was refused."""
+
+
 class ReadError(NetworkError):
     """The connection broke while the answer was being read."""
 
@@ -686,12 +690,12 @@ class Client:
                     f"could not connect to {where} within {self._connect_timeout:g} s"
                 ) from None
             if isinstance(error, ssl.SSLCertVerificationError):
-                raise ConnectError(
+                raise TLSError(
                     f"the TLS certificate of {verified} was refused: "
                     f"{error.verify_message or error.reason}"
                 ) from None
             if isinstance(error, ssl.SSLError):
-                raise ConnectError(
+                raise TLSError(
                     f"the TLS handshake with {verified} failed ({error.reason or error}): "
                     "does it speak https on that port?"
                 ) from None
