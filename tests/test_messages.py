@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import pickle
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -84,7 +85,7 @@ def test_a_reply_is_stored_with_empty_content_beside_its_calls() -> None:
 
 def test_a_frozen_message_cannot_be_changed_in_place_but_reads_and_copies_as_a_dict() -> None:
     message = frozen({"role": "tool", "tool_call_id": "c1", "content": "result"})
-    for change in (
+    changes: list[Callable[[dict[str, Any]], object]] = [
         lambda m: m.__setitem__("content", "changed"),
         lambda m: m.__delitem__("content"),
         lambda m: m.update(content="changed"),
@@ -93,7 +94,8 @@ def test_a_frozen_message_cannot_be_changed_in_place_but_reads_and_copies_as_a_d
         lambda m: m.popitem(),
         lambda m: m.clear(),
         lambda m: m.__ior__({"content": "changed"}),
-    ):
+    ]
+    for change in changes:
         with pytest.raises(TypeError, match="cannot be changed"):
             change(message)
     assert message == {"role": "tool", "tool_call_id": "c1", "content": "result"}
