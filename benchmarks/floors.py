@@ -5,13 +5,14 @@ server's own time per model call ≤ 2 ms at a 1M-token history) are measured on
 `first_ask.py` and `overhead.py`. This script measures the same figures on the smallest
 programs built from the same parts, so the README can say how much of each figure is ours:
 
-- the interpreter alone, with asyncio (which imports ssl), and with httpx too: resident memory
-  (and, for the record, with pygls' server, the LSP library the server used before it spoke
-  JSON-RPC itself: the tests still use it as their client);
-- one streamed POST through httpx's `AsyncClient` (what our providers use) to the scripted
-  endpoint on loopback, bodies of 50 KB and 3.5 MB (10k and 1M tokens of history): CPU time of
-  the client process per request; beside it the same exchange written by hand on an asyncio
-  socket (the bytes sent and the reply read, nothing else).
+- the interpreter alone, with asyncio (which imports ssl), and with our HTTP client too:
+  resident memory (and, for the record, with httpx and with pygls' server instead: the HTTP
+  client and the LSP library the server used before, both still used by the tests);
+- one streamed POST to the scripted endpoint on loopback, bodies of 50 KB and 3.5 MB (10k and
+  1M tokens of history), CPU time of the client process per request: through our own client
+  (`lsp_agent/model/wire.py`, what the providers use), through httpx's `AsyncClient` (what they
+  used before), and the same exchange written by hand on an asyncio socket (a connection per
+  request, the head and body joined and sent, the reply read: nothing else).
 
 Each runs in its own process. Usage: .venv/bin/python benchmarks/floors.py [--runs 10]
 """
@@ -62,6 +63,24 @@ async def with_httpx():
     return (cpu() - start) / CALLS
 
 
+async def with_wire():
+    from lsp_agent.model.http import tls_context
+    from lsp_agent.model.wire import Client
+
+    client = Client(tls=tls_context())
+    try:
+        for call in range(WARM + CALLS):
+            if call == WARM:
+                start = cpu()
+            headers = {"content-type": "application/json"}
+            async with client.stream("POST", URL, content=BODY, headers=headers) as response:
+                async for _ in response.aiter_bytes():
+                    pass
+    finally:
+        await client.aclose()
+    return (cpu() - start) / CALLS
+
+
 async def by_hand():
     host, port = URL.split("//")[1].split("/")[0].split(":")
     path = "/" + URL.split("//")[1].split("/", 1)[1]
@@ -82,7 +101,7 @@ async def by_hand():
     return (cpu() - start) / CALLS
 
 
-print(asyncio.run(with_httpx()), asyncio.run(by_hand()))
+print(asyncio.run(with_httpx()), asyncio.run(with_wire()), asyncio.run(by_hand()))
 """
 
 
@@ -95,10 +114,11 @@ def rss_of(imports: str) -> float:
     )
 
 
-def http_floor(size: int, calls: int) -> tuple[float, float]:
-    """CPU per streamed POST of a `size`-byte body: through httpx, and by hand."""
+def http_floor(size: int, calls: int) -> tuple[float, float, float]:
+    """CPU per streamed POST of a `size`-byte body: through httpx, through our client, and by
+    hand."""
     with ScriptedModel() as model:
-        for _ in range(2 * (calls + 3)):
+        for _ in range(3 * (calls + 3)):
             model.add(reply("hi"))
         out = subprocess.run(
             [
@@ -113,7 +133,7 @@ def http_floor(size: int, calls: int) -> tuple[float, float]:
             text=True,
             check=True,
         ).stdout.split()
-    return float(out[0]), float(out[1])
+    return float(out[0]), float(out[1]), float(out[2])
 
 
 def main() -> None:
@@ -122,17 +142,20 @@ def main() -> None:
     args = parser.parse_args()
     print(
         f"resident memory: the interpreter {rss_of('pass'):.1f} MB, with asyncio "
-        f"{rss_of('import asyncio'):.1f} MB, with httpx too "
-        f"{rss_of('import asyncio, httpx'):.1f} MB (with pygls' server instead of httpx: "
+        f"{rss_of('import asyncio'):.1f} MB, with our HTTP client too "
+        f"{rss_of('import asyncio, lsp_agent.model.wire'):.1f} MB (with httpx instead: "
+        f"{rss_of('import asyncio, httpx'):.1f} MB; with pygls' server: "
         f"{rss_of('import asyncio, pygls.lsp.server'):.1f} MB)"
     )
     for label, size in (("50 KB (10k tokens)", 50_000), ("3.5 MB (1M tokens)", 3_500_000)):
         results = [http_floor(size, 40) for _ in range(max(1, args.runs // 3))]
-        httpx_ms = statistics.median(r[0] for r in results) * 1000
-        hand_ms = statistics.median(r[1] for r in results) * 1000
+        httpx_ms, ours_ms, hand_ms = (
+            statistics.median(r[column] for r in results) * 1000 for column in range(3)
+        )
         print(
             f"one streamed POST of {label}: client CPU through httpx {httpx_ms:.2f} ms, "
-            f"written by hand on an asyncio socket {hand_ms:.2f} ms"
+            f"through ours (model/wire.py) {ours_ms:.2f} ms, written by hand on an asyncio "
+            f"socket (a connection each, head and body joined) {hand_ms:.2f} ms"
         )
 
 

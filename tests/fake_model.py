@@ -434,6 +434,8 @@ class _Exchange:
         """The answer's last write. Its time is taken just before it: taken after, it would wait
         for this thread to get the interpreter back from the test's other threads, and could
         fall after the client's next request."""
+        if self.owner.before_last_write is not None:
+            self.owner.before_last_write()
         self.timing.answered = time.perf_counter()
         self._write(data)
 
@@ -492,6 +494,9 @@ class _ScriptedEndpoint:
         """Set when the server notices a client closed its connection mid-answer."""
         self.rejections: list[str] = []
         """Why the fake refused requests on its own (strictness, exhausted script)."""
+        self.before_last_write: Callable[[], None] | None = None
+        """Called just before each answer's last write (a benchmark samples the client's CPU
+        time there)."""
         self._script: deque[StepLike] = deque(script or ())
         self._lock = threading.Lock()
         self._requests: list[Body] = []
