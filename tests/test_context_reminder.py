@@ -95,6 +95,20 @@ async def test_a_worktree_reads_its_own_head(workspace: Path, tmp_path: Path) ->
     assert await current_branch(other) == "side"
 
 
+async def test_the_branch_follows_a_switch_and_a_repository_made_inside(
+    workspace: Path,
+) -> None:
+    """The reminder asks before every call; what it found first must not stick."""
+    sub = workspace / "sub"
+    sub.mkdir()
+    assert await current_branch(sub) == "main"
+    git(workspace, "checkout", "-q", "-b", "feature/next")
+    assert await current_branch(sub) == "feature/next"
+    git(sub, "init", "-q", "-b", "inner")
+    assert await current_branch(sub) == "inner"
+    assert await current_branch(workspace) == "feature/next"
+
+
 async def session_changes(root: Path) -> tuple[SessionChanges, ChangeTracker]:
     """What `lsp-agent run` uses: a tracker without watcher, through a session's view."""
     tracker = ChangeTracker(root, observer="none")

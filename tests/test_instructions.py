@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pytest
 
 from lsp_agent.agent import instructions
-from lsp_agent.agent.instructions import changed_note, fingerprint, read_instructions
+from lsp_agent.agent.instructions import (
+    ChangeWatch,
+    changed_note,
+    fingerprint,
+    read_instructions,
+)
 
 
 @pytest.fixture
@@ -72,6 +79,27 @@ def test_an_edit_is_noticed_and_said_to_take_effect_next_session(root: Path, hom
     assert "take effect in the next session" in note
     agents.write_text("v1\n", encoding="utf-8")
     assert changed_note(at_start, root, home) is None
+
+
+async def test_the_watch_asked_before_every_call_sees_each_edit(root: Path, home: Path) -> None:
+    """Edits of the same size, a file created in the user's folder, the old text restored."""
+    agents = root / "AGENTS.md"
+    agents.write_text("v1\n", encoding="utf-8")
+    an_hour_ago = time.time() - 3600
+    os.utime(agents, (an_hour_ago, an_hour_ago))  # old enough for its stats to be trusted
+    watch = ChangeWatch(read_instructions(root, home), root, home)
+    assert await watch.note() is None
+    assert await watch.note() is None
+    agents.write_text("v2\n", encoding="utf-8")  # same size
+    assert await watch.note() == changed_note(watch.at_start, root, home)
+    assert await watch.note() is not None
+    agents.write_text("v1\n", encoding="utf-8")
+    assert await watch.note() is None
+    user = home / ".agents" / "AGENTS.md"
+    user.write_text("be brief\n", encoding="utf-8")
+    assert await watch.note() is not None
+    user.unlink()
+    assert await watch.note() is None
 
 
 def test_creating_or_deleting_a_file_changes_the_fingerprint(root: Path, home: Path) -> None:

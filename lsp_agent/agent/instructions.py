@@ -9,11 +9,17 @@ the line the reminder shows meanwhile.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 FILE_NAME = "AGENTS.md"
+RECENT_NS = 2_000_000_000
+"""A file changed this recently (ns) is read again at the next call rather than judged by its
+stats (timestamps are coarse: 4 ms on Linux, 2 s on FAT)."""
 MAX_CHARS = 32_000
 """Each file is cut to this many characters, with a note: instructions must leave room to work."""
 
@@ -92,6 +98,42 @@ def fingerprint(root: Path, home: Path | None = None) -> str:
     for label, path in sources(root, home):
         digest.update(_chunk(label, _read(path)))
     return digest.hexdigest()
+
+
+class ChangeWatch:
+    """Whether the AGENTS.md files changed since a session started, asked before every model
+    call. Their stats are compared on the event loop (a `stat` per source, microseconds); the
+    files are read again, in a thread, only when a stat changed: a read per call handed to a
+    thread cost more than the rest of the reminder."""
+
+    def __init__(self, at_start: Instructions, root: Path, home: Path | None = None) -> None:
+        self.at_start = at_start
+        self.root = root
+        self.home = home
+        self._stats: tuple[tuple[int, ...] | None, ...] | None = None
+        """What `stat` said of each source when the files were last read."""
+        self._note: str | None = None
+        """The note that read gave."""
+
+    async def note(self) -> str | None:
+        """The reminder's line when an AGENTS.md changed since the session started, else None."""
+        stats = tuple(_stat(path) for _, path in sources(self.root, self.home))
+        if stats != self._stats:
+            self._note = await asyncio.to_thread(changed_note, self.at_start, self.root, self.home)
+            # A file written in the last moments may be written again within the clock's
+            # granularity, leaving the same stats: such stats are not trusted (as git does).
+            recent = time.time_ns() - RECENT_NS
+            self._stats = None if any(s and s[0] > recent for s in stats) else stats
+        return self._note
+
+
+def _stat(path: Path) -> tuple[int, ...] | None:
+    """What changes when a file is written, replaced or removed; None when it is not there."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return (found.st_mtime_ns, found.st_ctime_ns, found.st_size, found.st_ino, found.st_dev)
 
 
 def changed_note(at_start: Instructions, root: Path, home: Path | None = None) -> str | None:

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from lsp_agent.agent.conversation import Selection, Session, TurnResult, added, cost
 from lsp_agent.agent.history import RESULT_CHARS
-from lsp_agent.agent.instructions import changed_note
+from lsp_agent.agent.instructions import ChangeWatch
 from lsp_agent.config import Settings
 from lsp_agent.context.layers import ContextEvent, before_call, end_of_turn
 from lsp_agent.context.reminder import reminder_message
@@ -116,6 +116,8 @@ class Turn:
         """Replies so far that imitated a tool call in text."""
         self._asked: dict[str, str] = {}
         """The text of each open question, by id."""
+        self._instructions = ChangeWatch(session.instructions, agent.workspace.root, agent.home)
+        """Whether an AGENTS.md changed since the session started (told in the reminder)."""
 
     def emit(self, kind: str, **fields: Any) -> None:
         """One step of the turn, for the editor (`lspAgent/event`)."""
@@ -211,9 +213,7 @@ class Turn:
         if session.toolbox.skills is not None:
             # A skill whose load_skill call a layer dropped or compacted locks again.
             session.toolbox.skills.relock_from(view)
-        note = await asyncio.to_thread(
-            changed_note, session.instructions, agent.workspace.root, agent.home
-        )
+        note = await self._instructions.note()
         notes = [*session.notes, *([note] if note else [])]
         session.notes.clear()  # told once
         reminder = await reminder_message(

@@ -191,8 +191,7 @@ async def read_head(repository: Repository) -> Head:
 async def current_branch(root: Path) -> str | None:
     """The checked-out branch of the repository `root` is in, "(detached)", or None outside
     git. Reads `.git/HEAD` (no process) when it can: the reminder asks before every call."""
-    git_dir = _find_git_dir(root)
-    head = _head_file(git_dir) if git_dir is not None else None
+    head = _cached_head(root)
     if head is not None:
         return head.branch or "(detached)"
     done = await run(root, "rev-parse", "--abbrev-ref", "HEAD")
@@ -200,6 +199,27 @@ async def current_branch(root: Path) -> str | None:
         return None
     name = done.out.decode("utf-8", "replace").strip()
     return "(detached)" if name == "HEAD" else name
+
+
+_GIT_DIRS: dict[Path, tuple[Path, bool]] = {}
+"""The git folder found for each root `current_branch` was asked about (walking up from the root
+and resolving it cost more than reading HEAD), and whether the root has its own `.git`; dropped
+when its HEAD cannot be read."""
+
+
+def _cached_head(root: Path) -> Head | None:
+    """What HEAD says in the git folder of `root`, found once and kept while its HEAD reads."""
+    found = _GIT_DIRS.get(root)
+    if found is None or (not found[1] and os.path.lexists(root / ".git")):
+        # The first time, or a repository made inside the one found above the root.
+        git_dir = _find_git_dir(root)
+        found = None if git_dir is None else (git_dir, os.path.lexists(root / ".git"))
+    head = _head_file(found[0]) if found is not None else None
+    if found is not None and head is not None:
+        _GIT_DIRS[root] = found
+    else:
+        _GIT_DIRS.pop(root, None)
+    return head
 
 
 def _find_git_dir(root: Path) -> Path | None:
