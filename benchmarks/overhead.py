@@ -7,14 +7,21 @@ client (`tests/editor.py`), and asks on that session while the scripted endpoint
 answers `--calls` calls of the `todo` tool and then an answer.
 
 The figure is, for every call after the first, the time from the last byte of the endpoint's
-reply to the arrival of the next request, as the endpoint sees it; and beside it the server's
-CPU time per call (all its threads, read from /proc when each request arrives), which a busy
-machine does not inflate the way it stretches the wall-clock figure. It covers what the server
-does between two model calls: the SSE parse, the reply and the tool result stored (transcript
-writes), the tool itself (`todo`: no I/O), the events and notifications sent to the editor, the
-context layers' guard, the reminder (git branch, plan, file changes), and the request encoded
-and sent. It leaves out the first request of a turn (resuming the session reads its
-transcript), the time tools with I/O take, and the model's own time.
+reply to the arrival of the next request, as the endpoint sees it (its head: a large body is
+written after it); and beside it the server's CPU time over the same span (all its threads,
+read from /proc just before the reply's last write and when the next request arrives), which a
+busy machine inflates less than the wall-clock figure, and its CPU time per call with the reading
+of the reply included. It covers what the server does between two model calls: the end of the
+SSE parse, the reply and the tool result stored (transcript writes), the tool itself (`todo`: no
+I/O), the events and notifications sent to the editor, the context layers' guard, the reminder
+(git branch, plan, file changes), and the request encoded and sent (the kernel's copy of the body
+onto the loopback counts as the server's CPU). It leaves out the first request of a turn
+(resuming the session reads its transcript), the time tools with I/O take, and the model's own
+time.
+
+By default the endpoint writes each reply's deltas all at once, so the server reads the whole
+reply after its last byte; `--pace-ms N` writes them N ms apart, as a model streams, and the
+server reads them as they come.
 
 Two views of each history: sent whole, and with the old tool results sent as stubs (a stored
 strip decision, as after `stripAt`), where the layers give every stub as a new message.
@@ -23,7 +30,7 @@ strip decision, as after `stripAt`), where the layers give every stub as a new m
 the same stored sessions and the same client.
 
 Usage: .venv/bin/python benchmarks/overhead.py [--tokens 10000,100000,1000000] [--calls N]
-       [--server-path DIR]
+       [--pace-ms N] [--server-path DIR]
 """
 
 from __future__ import annotations
@@ -111,7 +118,7 @@ def workspace(base: Path) -> tuple[Path, Path, Path]:
     return root, state, home
 
 
-async def measure(tokens: int, calls: int, stubbed: bool) -> dict[str, Any]:
+async def measure(tokens: int, calls: int, stubbed: bool, pace: float) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="lsp-agent-overhead-") as temp:
         root, state, home = workspace(Path(temp))
         history = history_of(root, tokens)
@@ -138,7 +145,8 @@ async def measure(tokens: int, calls: int, stubbed: bool) -> dict[str, Any]:
 
                 replied: list[float] = []
                 model.before_last_write = lambda: replied.append(cpu_seconds(pid))
-                steps = [tool_call("todo", PLAN) for _ in range(calls)] + [reply("Measured.")]
+                steps = [tool_call("todo", PLAN, delay=pace) for _ in range(calls)]
+                steps.append(reply("Measured."))
                 model.add(*[sampled(step) for step in steps])
                 result = await editor.ask("go on", session=session)
                 assert result.status == "completed", result
@@ -188,11 +196,15 @@ def describe(label: str, found: dict[str, Any]) -> str:
     )
 
 
-async def main_async(sizes: list[int], calls: int) -> None:
-    print("end of the model's reply → next request, through lsp-agent serve (target ≤ 2 ms at 1M)")
+async def main_async(sizes: list[int], calls: int, pace: float) -> None:
+    paced = f"deltas {pace * 1000:g} ms apart" if pace else "each reply's deltas all at once"
+    print(
+        "end of the model's reply → next request, through lsp-agent serve (target ≤ 2 ms at 1M); "
+        + paced
+    )
     for tokens in sizes:
         for stubbed in (False, True):
-            found = await measure(tokens, calls, stubbed)
+            found = await measure(tokens, calls, stubbed, pace)
             label = f"{tokens // 1000}k, " + ("old results stubbed" if stubbed else "sent whole")
             print(describe(label, found), flush=True)
     print("\nthe request's messages alone, in this process (median of 30, after 5 to warm up)")
@@ -228,6 +240,13 @@ def main() -> None:
     parser.add_argument("--tokens", default="10000,100000,1000000")
     parser.add_argument("--calls", type=int, default=30)
     parser.add_argument("--server-path", type=Path, default=None)
+    parser.add_argument(
+        "--pace-ms",
+        type=float,
+        default=0.0,
+        help="milliseconds between the deltas of each reply, as a model writes them (default: "
+        "all at once, so the server reads the whole reply after its last byte)",
+    )
     args = parser.parse_args()
     if args.server_path is not None:
         # The server is a child process: it imports lsp_agent from there first, once its working
@@ -239,7 +258,7 @@ def main() -> None:
     # This process is the instrument (the client and the endpoint's clock): a collection of its
     # own garbage (each megabyte request it parses) must not land between two timestamps.
     gc.disable()
-    asyncio.run(main_async(sizes, args.calls))
+    asyncio.run(main_async(sizes, args.calls, args.pace_ms / 1000))
 
 
 if __name__ == "__main__":

@@ -85,6 +85,8 @@ class ToolCalls(Step):
     """How many deltas each call's arguments are split over."""
     interleave: bool = True
     """Mix the calls' argument deltas (a parallel-calls stream); False sends them one by one."""
+    delay: float = 0.0
+    """Seconds between deltas, as a model writes them (0: all at once)."""
 
 
 @dataclass(frozen=True)
@@ -186,10 +188,12 @@ def tool_call(
     *,
     text: str = "",
     chunks: int = 3,
+    delay: float = 0.0,
     **usage: Any,
 ) -> ToolCalls:
-    """One tool call (`args` a dict, or raw text to send malformed JSON), after optional text."""
-    return ToolCalls(calls=(_call(name, args, id),), text=text, chunks=chunks, **usage)
+    """One tool call (`args` a dict, or raw text to send malformed JSON), after optional text;
+    `delay` seconds between deltas."""
+    return ToolCalls(calls=(_call(name, args, id),), text=text, chunks=chunks, delay=delay, **usage)
 
 
 def tool_calls(
@@ -906,7 +910,7 @@ class ScriptedModel(_ScriptedEndpoint):
         exchange.start_stream()
         exchange.event(self._chunk(body, {"role": "assistant", "content": ""}))
         text, calls = _content(step)
-        delay = step.delay if isinstance(step, Reply) else 0.0
+        delay = step.delay if isinstance(step, (Reply, ToolCalls)) else 0.0
         chunks = step.chunks if isinstance(step, (Reply, ToolCalls)) else 2
         for piece in _split(text, chunks):
             exchange.event(self._chunk(body, {"content": piece}))
@@ -920,6 +924,8 @@ class ScriptedModel(_ScriptedEndpoint):
         if isinstance(step, ToolCalls):
             for delta in self._call_deltas(step):
                 exchange.event(self._chunk(body, {"tool_calls": [delta]}))
+                if delay:
+                    time.sleep(delay)
         exchange.event(self._chunk(body, {}, "tool_calls" if calls else "stop"))
         if usage is not None:
             final = self._chunk(body, {})
