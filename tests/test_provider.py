@@ -626,6 +626,41 @@ async def test_a_certificate_we_do_not_trust_is_named_with_what_to_do(
     assert "lspAgent.baseUrl" in message
 
 
+async def test_a_body_larger_than_a_proxy_accepts_names_the_limit_and_the_setting(
+    open_provider: Open,
+) -> None:
+    """nginx in front of the model answers 413 as soon as it has read the head, then reads the
+    rest of the body before it closes (its lingering close), as it does with 1 MB by default."""
+    heads: list[bytes] = []
+
+    async def nginx(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        heads.append(head)
+        page = b"<html><head><title>413 Request Entity Too Large</title></head></html>"
+        writer.write(
+            b"HTTP/1.1 413 Request Entity Too Large\r\nContent-Type: text/html\r\n"
+            b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(page), page)
+        )
+        await writer.drain()
+        length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+        await reader.readexactly(length)
+        writer.close()
+
+    server = await asyncio.start_server(nginx, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    long_ask = [*ASK, {"role": "user", "content": "x" * 2_000_000}]
+    async with server:
+        with pytest.raises(ProviderError) as caught:
+            await ask(open_provider(f"http://127.0.0.1:{port}/v1"), long_ask)
+    assert len(heads) == 1  # not retried
+    message = caught.value.message
+    assert caught.value.status == 413
+    assert "(2.0 MB)" in message
+    assert "413 Request Entity Too Large" in message
+    assert "client_max_body_size" in message
+    assert "lspAgent.contextWindow" in message
+
+
 def test_a_certificate_bundle_that_cannot_be_read_is_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -273,6 +273,7 @@ class HTTPProvider(Sentences):
         raise await self._status_fault(
             response,
             url,
+            sent_bytes=len(content),
             with_tools=with_tools,
             streamed_with_tools=streamed_with_tools,
             stream_options=stream_options,
@@ -283,6 +284,7 @@ class HTTPProvider(Sentences):
         response: wire.Response,
         url: str,
         *,
+        sent_bytes: int,
         with_tools: bool,
         streamed_with_tools: bool,
         stream_options: bool,
@@ -313,6 +315,13 @@ class HTTPProvider(Sentences):
         if status in RETRYABLE_STATUS or status >= 500:
             allowed = response.headers.get("x-should-retry", "").lower() != "false"
             return Retry(status, excerpt, retry_after_seconds(response.headers), allowed=allowed)
+        if status == 413:  # what a proxy in front says (nginx accepts 1 MB by default)
+            return ProviderError(
+                f"the request ({sent_bytes / 1e6:.1f} MB) is larger than {url} accepts "
+                f"({status}: {excerpt}): raise the limit of the proxy in front of it (nginx: "
+                f"client_max_body_size), or lower {CONTEXT_SETTING} so that less is sent",
+                status,
+            )
         if code == "context_length_exceeded" or CONTEXT_EXCEEDED.search(message):
             return ProviderError(
                 f"the request is longer than the model's context window ({excerpt}): "
