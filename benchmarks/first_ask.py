@@ -138,10 +138,10 @@ def repository(root: Path, files: int) -> Path:
         (folder / f"m{index}.py").write_text(f"VALUE = {index}\n")
     subprocess.run(["git", "init", "-q", str(root)], check=True)
     subprocess.run(["git", "-C", str(root), "add", "-A"], check=True)
-    subprocess.run(
-        ["git", "-C", str(root), "-c", "user.name=b", "-c", "user.email=b@x", "commit", "-qm", "."],
-        check=True,
-    )
+    # No automatic gc: with 200 000 new objects the commit would start one in the background,
+    # still writing into .git when the folder is removed.
+    identity = ["-c", "user.name=b", "-c", "user.email=b@x", "-c", "gc.auto=0"]
+    subprocess.run(["git", "-C", str(root), *identity, "commit", "-qm", "."], check=True)
     return root
 
 
