@@ -145,6 +145,18 @@ async def test_one_connection_serves_call_after_call(open_provider: Open) -> Non
     assert len({timing.peer for timing in model.timings}) == 1
 
 
+async def test_the_tools_sent_follow_the_list_each_call_gives(open_provider: Open) -> None:
+    """The tools' bytes are kept between calls; a skill loaded mid-session changes the list."""
+    offered = [READ_FILE]
+    with ScriptedModel([reply("one"), reply("two"), reply("three")]) as model:
+        provider = open_provider(model.base_url)
+        await ask(provider, tools=offered)
+        await ask(provider, tools=[*offered, SEARCH])
+        await ask(provider, tools=offered)
+    names = [[t["function"]["name"] for t in body["tools"]] for body in model.requests]
+    assert names == [["read_file"], ["read_file", "search"], ["read_file"]]
+
+
 async def test_the_answer_streams_to_the_editor_in_order(open_provider: Open) -> None:
     with ScriptedModel([reply("The bug is on line 3.", chunks=4)]) as model:
         answer, chunks = await ask(open_provider(model.base_url))

@@ -481,13 +481,10 @@ async def _drain(batches: AsyncIterator[list[str]]) -> None:
     """Read what follows the end of a reply (the end of the HTTP body, usually nothing else),
     so that the connection goes back to the pool: a connection left half-read is closed, and
     the next request would open a new one. A server that keeps talking is cut off."""
-
-    async def rest() -> None:
-        async for _ in batches:
-            pass
-
-    with contextlib.suppress(asyncio.TimeoutError, wire.HTTPError):
-        await asyncio.wait_for(rest(), DRAIN_SECONDS)
+    with contextlib.suppress(TimeoutError, wire.HTTPError):
+        async with asyncio.timeout(DRAIN_SECONDS):  # no task of its own, as wait_for makes
+            async for _ in batches:
+                pass
 
 
 def _utf8_size(text: str) -> int:

@@ -43,6 +43,15 @@ class OpenAIProvider(HTTPProvider):
         """False once the server refused `stream_options`; usage is then estimated."""
         self._encoder = RequestEncoder()
         """Each message's bytes, kept while the conversation keeps sending it."""
+        self._tools: tuple[list[dict[str, Any]], bytes] = ([], b"[]")
+        """The tools last sent and their bytes: the same list at nearly every call."""
+
+    def _encoded_tools(self, tools: list[dict[str, Any]]) -> bytes:
+        last, encoded = self._tools
+        if tools is not last and tools != last:
+            encoded = dumps(tools)
+        self._tools = (tools, encoded)
+        return encoded
 
     def _headers(self) -> dict[str, str]:
         return {"authorization": f"Bearer {self._api_key}"} if self._api_key else {}
@@ -61,7 +70,7 @@ class OpenAIProvider(HTTPProvider):
                 ("messages", encoded),
             ]
             if tools:
-                body.append(("tools", dumps(tools)))
+                body.append(("tools", self._encoded_tools(tools)))
             body.append(("stream", dumps(stream)))
             options = stream and self.stream_options
             if options:
