@@ -111,7 +111,14 @@ class Gate:
             ]
             return sandboxed, verdicts
 
-        sandboxed, verdicts = await asyncio.to_thread(decide_all)
+        if name == "bash" or (name in permissions.EDIT_TOOLS and not previewed):
+            # A command is read by the shell reader (a long one takes a tenth of a second), and
+            # an unpreviewed edit resolves its path on the disk: off the event loop.
+            sandboxed, verdicts = await asyncio.to_thread(decide_all)
+        else:
+            # The user's rules on a path, nothing read: handing that to a thread would cost more
+            # than deciding it (every read, search and todo call of a turn passes here).
+            sandboxed, verdicts = decide_all()
         verdict = max(verdicts, key=lambda v: _STRICTNESS[v.decision])
         if verdict.decision == permissions.ALLOW:
             return None
