@@ -110,6 +110,8 @@ class ChangeWatch:
         self.at_start = at_start
         self.root = root
         self.home = home
+        self._paths = [path for _, path in sources(root, home)]
+        """Where the sources are (found once: the home folder is looked up each time)."""
         self._stats: tuple[tuple[int, ...] | None, ...] | None = None
         """What `stat` said of each source when the files were last read."""
         self._note: str | None = None
@@ -117,7 +119,7 @@ class ChangeWatch:
 
     async def note(self) -> str | None:
         """The reminder's line when an AGENTS.md changed since the session started, else None."""
-        stats = tuple(_stat(path) for _, path in sources(self.root, self.home))
+        stats = tuple(map(_stat, self._paths))
         if stats != self._stats:
             self._note = await asyncio.to_thread(changed_note, self.at_start, self.root, self.home)
             # A file written in the last moments may be written again within the clock's
