@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lsp_agent.model import wire
 
@@ -1129,3 +1131,62 @@ async def test_without_trust_env_the_environment_s_proxy_is_ignored(
     with pytest.raises(wire.ConnectError, match=re.escape("proxy at http://127.0.0.1:9")):
         await trusting.get("http://elsewhere.invalid/")
     await trusting.aclose()
+
+
+# Any framing, cut anywhere
+
+
+def _framed(payload: bytes, sizes: list[int], chunked: bool, extensions: bool) -> bytes:
+    """An answer carrying `payload`: chunked in pieces of `sizes` (cycled), or with a length."""
+    if not chunked:
+        return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(payload), payload)
+    parts = [b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"]
+    start = 0
+    for size in itertools.cycle(sizes):
+        if start >= len(payload):
+            break
+        piece = payload[start : start + size]
+        start += size
+        parts.append(b"%x%s\r\n%s\r\n" % (len(piece), b";n=v" if extensions else b"", piece))
+    parts.append(b"0\r\n\r\n")
+    return b"".join(parts)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    body=st.binary(max_size=4000),
+    sizes=st.lists(st.integers(1, 900), min_size=1, max_size=6),
+    cuts=st.lists(st.integers(0, 6000), max_size=10),
+    chunked=st.booleans(),
+    extensions=st.booleans(),
+    gzipped=st.booleans(),
+)
+def test_a_body_framed_and_cut_anywhere_comes_back_whole_and_ends_where_it_should(
+    body: bytes, sizes: list[int], cuts: list[int], chunked: bool, extensions: bool, gzipped: bool
+) -> None:
+    """Every answer is written in pieces cut at random places, each piece drained on its own;
+    a second request on the same connection shows the first answer was read to its exact end."""
+    answer = _framed(gzip.compress(body) if gzipped else body, sizes, chunked, extensions)
+    if gzipped:
+        answer = answer.replace(b"200 OK\r\n", b"200 OK\r\nContent-Encoding: gzip\r\n", 1)
+    marks = sorted({cut for cut in cuts if 0 < cut < len(answer)})
+    pieces = [answer[a:b] for a, b in itertools.pairwise([0, *marks, len(answer)])]
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while await read_request(reader) is not None:
+            for piece in pieces:
+                writer.write(piece)
+                await writer.drain()
+
+    async def two_requests() -> tuple[list[bytes], int]:
+        http = new_client()
+        try:
+            async with serve(handler) as server, asyncio.timeout(WAIT):
+                contents = [(await http.get(server.url)).content for _ in range(2)]
+                return contents, server.connections
+        finally:
+            await http.aclose()
+
+    contents, connections = asyncio.run(two_requests())
+    assert contents == [body, body]
+    assert connections == 1
