@@ -580,16 +580,18 @@ async def test_a_proxy_that_refuses_the_tunnel_names_the_proxy_settings(
     monkeypatch.setenv("HTTPS_PROXY", f"http://user:hunter2@127.0.0.1:{port}")
     monkeypatch.delenv("NO_PROXY", raising=False)
     monkeypatch.delenv("no_proxy", raising=False)
+    provider = open_provider("https://models.example.com/v1")
     async with server:
         with pytest.raises(ProviderError) as caught:
-            await ask(open_provider("https://models.example.com/v1"))
-    assert tunnels, "the request went through the proxy"
+            await ask(provider)
+        with pytest.raises(ProviderError) as listing:  # what `lsp-agent doctor` asks
+            await provider.list_models()
+    assert len(tunnels) == 2, "each went through the proxy once, not retried"
     assert tunnels[0].startswith(b"CONNECT models.example.com:443 HTTP/1.1")
-    assert len(tunnels) == 1  # refused once, not retried
-    message = caught.value.message
-    assert "407" in message
-    assert "HTTPS_PROXY" in message
-    assert "hunter2" not in message
+    for message in (caught.value.message, listing.value.message):
+        assert "407" in message
+        assert "HTTPS_PROXY" in message
+        assert "hunter2" not in message
 
 
 async def test_a_certificate_we_do_not_trust_is_named_with_what_to_do(

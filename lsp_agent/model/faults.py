@@ -171,6 +171,23 @@ class Sentences:
     def _transport_error(self, error: Exception) -> ProviderError:
         if isinstance(error, wire.UnsupportedProtocol):
             return self._invalid_url(error)
+        if isinstance(error, wire.ProxyError):
+            return ProviderError(
+                f"{error}: check the proxy settings (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY and "
+                f"NO_PROXY) for {self.base_url}"
+            )
+        if isinstance(error, wire.ProtocolError) and not isinstance(
+            error, wire.RemoteProtocolError
+        ):  # ours: a header HTTP cannot carry
+            return ProviderError(
+                f"the request to {self.base_url} cannot be sent: {error}; check "
+                f"{self.api_key_hint} (one line of plain text)"
+            )
+        if isinstance(error, wire.DecodingError):
+            return ProviderError(
+                f"the answer from {self.base_url} cannot be decoded ({error}): check the "
+                "server's log"
+            )
         if isinstance(error, wire.TLSError):
             return ProviderError(
                 f"{error}: check {BASE_URL_SETTING}; behind a proxy that inspects traffic, point "

@@ -250,26 +250,19 @@ class HTTPProvider(Sentences):
             raise self._nonsense(fault, url) from None
         except wire.InvalidURL as error:
             raise self._invalid_url(error) from None
-        except (wire.ConnectError, wire.TimeoutException, wire.UnsupportedProtocol) as error:
-            raise self._transport_error(error) from None
-        except wire.ProxyError as error:
-            raise ProviderError(
-                f"{error}: check the proxy settings (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY and "
-                f"NO_PROXY) for {self.base_url}"
-            ) from None
-        except wire.ProtocolError as error:
-            if not isinstance(error, wire.RemoteProtocolError):  # ours: never worth a retry
-                raise ProviderError(
-                    f"the request to {url} cannot be sent: {error}; check {self.api_key_hint} "
-                    "(one line of plain text)"
-                ) from None
+        except wire.RemoteProtocolError as error:  # the server broke off: worth another try
             raise Retry(None, type(error).__name__) from None
+        except (
+            wire.ConnectError,
+            wire.TimeoutException,
+            wire.UnsupportedProtocol,
+            wire.ProxyError,
+            wire.ProtocolError,
+            wire.DecodingError,
+        ) as error:
+            raise self._transport_error(error) from None
         except wire.TransportError as error:
             raise Retry(None, type(error).__name__) from None
-        except wire.DecodingError as error:
-            raise ProviderError(
-                f"the answer from {url} cannot be decoded ({error}): check the server's log"
-            ) from None
         raise await self._status_fault(
             response,
             url,
