@@ -128,6 +128,7 @@ async def measure(tokens: int, calls: int, stubbed: bool, pace: float) -> dict[s
                 "baseUrl": model.base_url,
                 "model": "test-model",
                 "contextWindow": max(4 * tokens, 128_000),  # no layer decides during the run
+                "maxTurns": calls + 1,
             }
             editor = await start_editor(
                 root, "visual-studio-code", settings, state_dir=state, home=home
@@ -183,6 +184,12 @@ def cpu_seconds(pid: int) -> float:
     return total / 1e9
 
 
+def quartiles(values: list[float]) -> str:
+    """The first and third quartiles, in milliseconds: how wide the spread of a median is."""
+    first, _, third = statistics.quantiles(values, n=4)
+    return f"{first * 1000:.2f}–{third * 1000:.2f}"
+
+
 def describe(label: str, found: dict[str, Any]) -> str:
     gaps = sorted(found["gaps"])
     p95 = gaps[min(len(gaps) - 1, int(len(gaps) * 0.95))]
@@ -191,7 +198,8 @@ def describe(label: str, found: dict[str, Any]) -> str:
         f"body {found['body'] / 1e6:5.2f} MB: "
         f"median {statistics.median(gaps) * 1000:6.2f} ms   p95 {p95 * 1000:6.2f} ms; "
         f"server CPU from the last byte median {statistics.median(found['cpu_after']) * 1000:5.2f}"
-        f" ms, per call with the reply read {statistics.median(found['cpu']) * 1000:5.2f} ms "
+        f" ms (quartiles {quartiles(found['cpu_after'])}), "
+        f"per call with the reply read {statistics.median(found['cpu']) * 1000:5.2f} ms "
         f"({len(gaps)} calls)"
     )
 

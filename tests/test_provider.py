@@ -891,7 +891,8 @@ async def test_a_server_that_cannot_stream_with_tools_gets_plain_requests_from_t
     assert second_chunks == ["It prints a."]
     assert [request["stream"] for request in model.requests] == [True, False, False, True]
     assert "stream_options" not in model.requests[1]
-    assert plain_chunks == ["Hel", "lo"]  # without tools, streaming still works
+    # Without tools, streaming still works (how many pieces depends on the network reads).
+    assert "".join(plain_chunks) == "Hello"
     assert second.usage.estimated is False
 
 

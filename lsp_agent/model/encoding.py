@@ -24,6 +24,7 @@ request is a byte-identical prefix of the next one wherever the messages are (pr
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 import logging
@@ -243,7 +244,7 @@ def json_object(members: Iterable[tuple[str, bytes | list[bytes]]]) -> bytes:
     order, joined in one copy: a body of megabytes is not copied once per level."""
     parts = [b"{"]
     for name, value in members:
-        parts += (dumps(name), b":")
+        parts.append(_member_name(name))
         if isinstance(value, bytes):
             parts.append(value)
         else:
@@ -253,6 +254,12 @@ def json_object(members: Iterable[tuple[str, bytes | list[bytes]]]) -> bytes:
         return b"{}"
     parts[-1] = b"}"
     return b"".join(parts)
+
+
+@functools.lru_cache(maxsize=64)
+def _member_name(name: str) -> bytes:
+    """`"name":`, encoded once: a body's member names are the same few at every call."""
+    return dumps(name) + b":"
 
 
 def dumps(value: Any) -> bytes:

@@ -24,6 +24,8 @@ from lsp_agent.model.stream import (
 
 log = logging.getLogger(__name__)
 
+INCLUDE_USAGE = dumps({"include_usage": True})
+
 
 class OpenAIProvider(HTTPProvider):
     """Any OpenAI-compatible `/chat/completions` endpoint (OpenAI, Ollama, vLLM, llama.cpp, …)."""
@@ -45,6 +47,7 @@ class OpenAIProvider(HTTPProvider):
         """Each message's bytes, kept while the conversation keeps sending it."""
         self._tools: tuple[list[dict[str, Any]], bytes] = ([], b"[]")
         """The tools last sent and their bytes: the same list at nearly every call."""
+        self._model_json = dumps(model)
 
     def _encoded_tools(self, tools: list[dict[str, Any]]) -> bytes:
         last, encoded = self._tools
@@ -66,15 +69,15 @@ class OpenAIProvider(HTTPProvider):
             stream = self.stream_with_tools or not tools
             encoded = await self._encoder.messages(messages)
             body: list[tuple[str, bytes | list[bytes]]] = [
-                ("model", dumps(self.model)),
+                ("model", self._model_json),
                 ("messages", encoded),
             ]
             if tools:
                 body.append(("tools", self._encoded_tools(tools)))
-            body.append(("stream", dumps(stream)))
+            body.append(("stream", b"true" if stream else b"false"))
             options = stream and self.stream_options
             if options:
-                body.append(("stream_options", dumps({"include_usage": True})))
+                body.append(("stream_options", INCLUDE_USAGE))
             try:
                 return await self._post(
                     f"{self.base_url}/chat/completions",

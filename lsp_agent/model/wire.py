@@ -28,6 +28,7 @@ import json
 import socket
 import ssl
 import string
+import sys
 import time
 import urllib.parse
 import urllib.request
@@ -46,6 +47,9 @@ waits meanwhile (with a megabyte per read, steps of 11 ms were measured)."""
 SMALL_BODY = 64 * 1024
 """Bodies up to this size are sent in one write with the head (one system call); longer ones
 are written after it, never copied into one buffer with it."""
+GATHERED_WRITES = sys.version_info >= (3, 12)
+"""From Python 3.12 a socket's `writelines` sends the head and the body in one `sendmsg`
+without joining them; before, it joins them (a copy of the body), so they are written apart."""
 MAX_IDLE = 4
 """Idle connections kept per origin: a turn makes one request at a time."""
 KEEPALIVE_SECONDS = 60.0
@@ -65,6 +69,9 @@ NOT_HTTP = "the server's answer is not HTTP/1.1 (its first line is not a status 
 HEAD_TOO_LONG = f"the head of the server's answer is longer than {MAX_HEAD // 1024} KiB"
 CLOSED_IN_HEAD = "the server closed the connection in the middle of its answer's head"
 MALFORMED_HEADER = "the server's answer has a malformed header line"
+LONGER_CHUNK = "a chunk of the body is longer than its size says"
+LONG_CHUNK_LINE = "a chunk size line of the body is too long"
+CLOSED_IN_CHUNKED = "the server closed the connection before the end of the chunked body"
 PORT_RANGE = "the URL's port is not a number from 1 to 65535"
 
 
@@ -382,42 +389,24 @@ class Response:
                 raise ReadTimeout(f"the server sent nothing for {seconds:g} s") from None
             if isinstance(error, OSError):
                 raise ReadError(f"the connection broke: {_reason(error)}") from None
-            if isinstance(error, ValueError):  # `readline` met a line longer than MAX_HEAD
-                raise RemoteProtocolError("a chunk size line of the body is too long") from None
             raise
         self._finished()
 
     async def _chunks(self, reader: asyncio.StreamReader, seconds: float) -> AsyncIterator[bytes]:
-        """A chunked body's data. One timeout covers the line that ends a chunk, the next size
-        line and the first read of its data: usually all three are there already."""
-        first = True
-        while True:
+        """A chunked body's data, one piece per network read: the framing of every chunk that
+        arrived is taken off in one pass (a model's reply is many small chunks that usually
+        arrive together), and only a read that finds nothing waits, under the timeout."""
+        chunked = _Dechunker()
+        while not chunked.done:
             async with asyncio.timeout(seconds):
-                if not first and (end := await reader.readline()) not in LINE_ENDS:
-                    raise RemoteProtocolError(
-                        "a chunk of the body is longer than its size says"
-                        if end
-                        else "the server closed the connection before the end of the chunked body"
-                    )
-                first = False
-                size = _chunk_size(await reader.readline())
-                if size == 0:
-                    if not await _trailers(reader):
-                        self._keep_alive = False
-                    return
-                data = await reader.read(min(size, READ_SIZE))
-            remaining = size - len(data)
-            while True:
-                if not data:
-                    raise RemoteProtocolError(
-                        "the server closed the connection in the middle of a chunk of the body"
-                    )
-                yield data
-                if not remaining:
-                    break
-                async with asyncio.timeout(seconds):
-                    data = await reader.read(min(remaining, READ_SIZE))
-                remaining -= len(data)
+                data = await reader.read(READ_SIZE)
+            if not data:
+                chunked.closed()
+                break
+            if piece := chunked.feed(data):
+                yield piece
+        if not chunked.reusable:
+            self._keep_alive = False
 
     async def _decoded(self, raw: AsyncIterator[bytes], coding: str) -> AsyncIterator[bytes]:
         """The body decoded from its content codings (gzip and deflate; applied in order, so
@@ -607,6 +596,8 @@ class Client:
         try:
             if len(content) <= SMALL_BODY:
                 writer.write(head + content)
+            elif GATHERED_WRITES:
+                writer.writelines((head, content))
             else:
                 writer.write(head)
                 writer.write(memoryview(content))
@@ -808,30 +799,98 @@ async def _header_fields(reader: asyncio.StreamReader, size: int) -> list[tuple[
         fields.append((name_bytes.decode("latin-1"), value_bytes.strip().decode("latin-1")))
 
 
-async def _trailers(reader: asyncio.StreamReader) -> bool:
-    """Skip a chunked body's trailer fields; False when the server closed the connection
-    instead of ending them (the body is whole, but the connection is not reusable)."""
-    size = 0
-    while True:
-        try:
-            line = await reader.readline()
-        except ValueError:
-            raise RemoteProtocolError(HEAD_TOO_LONG) from None
-        size += len(line)
-        if size > MAX_HEAD:
-            raise RemoteProtocolError(HEAD_TOO_LONG)
-        if line in LINE_ENDS:
-            return True
-        if not line.endswith(b"\n"):
-            return False
+_SIZE, _DATA, _END, _TRAILERS = range(4)
+"""Where a chunked body is: at a size line, in a chunk's data, at the line end after the data,
+in the trailer fields after the last chunk."""
+
+
+class _Dechunker:
+    """A chunked body's framing taken off the bytes as they arrive, in any pieces."""
+
+    __slots__ = ("_held", "_remaining", "_state", "_trailers", "done", "reusable")
+
+    def __init__(self) -> None:
+        self._state = _SIZE
+        self._held = b""
+        """The start of a line whose end has not arrived yet."""
+        self._remaining = 0
+        """Bytes of the current chunk's data still to come."""
+        self._trailers = 0
+        """Bytes of trailer fields so far."""
+        self.done = False
+        """True once the empty line after the last chunk (and its trailers) arrived."""
+        self.reusable = True
+        """False when something other than a line break followed the body: the connection
+        carries no other answer."""
+
+    def feed(self, data: bytes) -> bytes:
+        """The data of the chunks in `data` (and in what came before it)."""
+        if self._held:
+            data, self._held = self._held + data, b""
+        pieces = []
+        position, size = 0, len(data)
+        while position < size:
+            state = self._state
+            if state == _DATA:
+                end = min(position + self._remaining, size)
+                pieces.append(data if end - position == size else data[position:end])
+                self._remaining -= end - position
+                position = end
+                if not self._remaining:
+                    self._state = _END
+                continue
+            end = data.find(b"\n", position) + 1
+            if not end:
+                rest = data[position:]
+                if state == _END and not b"\r\n".startswith(rest):
+                    raise RemoteProtocolError(LONGER_CHUNK)
+                if len(rest) > MAX_HEAD:
+                    raise RemoteProtocolError(
+                        HEAD_TOO_LONG if state == _TRAILERS else LONG_CHUNK_LINE
+                    )
+                self._held = rest
+                break
+            line = data[position:end]
+            position = end
+            if state == _END:
+                if line not in LINE_ENDS:
+                    raise RemoteProtocolError(LONGER_CHUNK)
+                self._state = _SIZE
+            elif state == _SIZE:
+                if len(line) > MAX_HEAD:
+                    raise RemoteProtocolError(LONG_CHUNK_LINE)
+                self._remaining = _chunk_size(line)
+                self._state = _DATA if self._remaining else _TRAILERS
+            else:
+                self._trailers += len(line)
+                if self._trailers > MAX_HEAD:
+                    raise RemoteProtocolError(HEAD_TOO_LONG)
+                if line in LINE_ENDS:
+                    self.done = True
+                    # A stray line break after a body is tolerated (and skipped before the next
+                    # answer); anything else means the connection cannot be trusted again.
+                    self.reusable = not data[position:].strip(b"\r\n")
+                    break
+        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+    def closed(self) -> None:
+        """The server closed the connection: fine in the trailers (the body is whole, the
+        connection is not reusable), a broken body anywhere else."""
+        if self._state == _TRAILERS:
+            self.done = True
+            self.reusable = False
+            return
+        if self._state == _DATA:
+            raise RemoteProtocolError(
+                "the server closed the connection in the middle of a chunk of the body"
+            )
+        if self._state == _END and self._held:
+            raise RemoteProtocolError(LONGER_CHUNK)
+        raise RemoteProtocolError(CLOSED_IN_CHUNKED)
 
 
 def _chunk_size(line: bytes) -> int:
     """The size on a chunk's size line (extensions after `;` are ignored)."""
-    if not line.endswith(b"\n"):
-        raise RemoteProtocolError(
-            "the server closed the connection before the end of the chunked body"
-        )
     digits = line.split(b";", 1)[0].strip()
     # `int(…, 16)` alone would take "0x1f", "+1f" and "1_f".
     if not digits or digits.strip(HEX_DIGITS) or len(digits) > 16:
