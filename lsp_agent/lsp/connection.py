@@ -20,6 +20,8 @@ import json
 import logging
 import os
 import select
+import socket
+import stat
 import sys
 import threading
 from collections.abc import Callable
@@ -82,18 +84,21 @@ def serve(server: Endpoint, reader: BinaryIO, writer: BinaryIO, head: bytes = b"
     The caller ends the process with `end_process(code)`: threads blocked on the editor's pipe
     cannot be interrupted, and must not be waited for.
     """
-    server.attach(_Writer(writer))
+    output = _Writer(writer)
+    server.attach(output)
     # The reader thread must not wait 5 ms (CPython's default) for the interpreter each time
     # the loop parses a large message: a request arriving meanwhile would wait with it.
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     try:
+        loop.call_soon(output.start, loop, reader)
         code = loop.run_until_complete(_serve(server, reader, head))
         _finish_leftovers(loop, EXIT_GRACE_S * (1 - CLEANUP_SHARE))
     except BaseException:  # an error of ours: log it, and still end (non-zero)
         log.exception("lsp-agent: the server loop failed")
         code = 1
+    output.finish()
     return code
 
 
@@ -231,15 +236,136 @@ class ParseError:
 
 
 class _Writer:
-    """A `Writer` over a binary stream: each message written and flushed."""
+    """The server's messages to the editor, written without ever stopping the event loop.
+
+    An editor busy elsewhere (an extension host running a long task, a Neovim waiting on a
+    prompt) stops reading for a while, and the pipe fills in 64 KiB: a blocking write would then
+    stop the whole server (the model's stream, `$/cancelRequest`, the watchers) until the editor
+    reads again. While the loop runs, the pipe is non-blocking: a message goes out at once when
+    nothing waits before it, what the pipe does not take waits here, in order, and the loop
+    writes it as the pipe drains. A message from another thread is handed to the loop. Before
+    the loop runs, after it ends, and on what is not a pipe or a socket, writes block, as a
+    plain file write.
+    """
 
     def __init__(self, stream: BinaryIO) -> None:
         self._stream = stream
+        self._fd: int | None = None
+        """The descriptor written without blocking; None while writes block."""
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
+        self._pending = bytearray()
+        """What the pipe has not taken yet, in order."""
+        self._broken = False
+        """True once the editor's end was found closed: what follows is dropped."""
+        self._socket: socket.socket | None = None
+        """A duplicate of the output when it is a socket, sent to without waiting."""
+
+    def start(self, loop: asyncio.AbstractEventLoop, reader: BinaryIO | None = None) -> None:
+        """Write without blocking from now on (called on the loop's thread). `reader` is the
+        editor's input: when it is the same pipe or socket, its reads must stay blocking."""
+        fd = _fileno(self._stream)
+        if fd is None:
+            return
+        try:
+            status = os.fstat(fd)
+            input_fd = _fileno(reader) if reader is not None else None
+            shared = input_fd is not None and os.path.sameopenfile(input_fd, fd)
+            if stat.S_ISSOCK(status.st_mode) and hasattr(socket, "MSG_DONTWAIT"):
+                # One socket may carry both ways (`serve --tcp`): its blocking mode is shared
+                # with the reader thread, so each send says not to wait instead.
+                self._stream.flush()
+                self._socket = socket.socket(fileno=os.dup(fd))
+                self._fd = self._socket.fileno()
+            elif stat.S_ISFIFO(status.st_mode) and not shared:
+                self._stream.flush()
+                os.set_blocking(fd, False)
+                self._fd = fd
+            else:
+                return  # a file or a terminal: a write does not wait for a reader
+        except (OSError, ValueError, AttributeError):  # no way to: writes block, as before
+            return
+        self._loop, self._loop_thread = loop, threading.get_ident()
+
+    def finish(self) -> None:
+        """The loop has ended: write what still waits, blocking (the exit watchdog bounds it)."""
+        fd, self._fd, self._loop = self._fd, None, None
+        if fd is None:
+            return
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
+        else:
+            with contextlib.suppress(OSError):
+                os.set_blocking(fd, True)
+        if self._pending and not self._broken:
+            pending, self._pending = bytes(self._pending), bytearray()
+            with contextlib.suppress(OSError, ValueError):
+                self._stream.write(pending)
+                self._stream.flush()
+
+    def _send(self, data: bytes | bytearray | memoryview) -> int:
+        """Write what the pipe or socket takes now; BlockingIOError when it takes nothing."""
+        if self._socket is not None:
+            return self._socket.send(data, socket.MSG_DONTWAIT)
+        assert self._fd is not None
+        return os.write(self._fd, data)
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self._stream.close()
 
     def write(self, data: bytes) -> None:
+        loop = self._loop
+        if loop is not None and threading.get_ident() == self._loop_thread:
+            self._write_now(data)
+            return
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has just closed
+                loop.call_soon_threadsafe(self._write_now, data)
+                return
+        self._write_blocking(data)
+
+    def _write_blocking(self, data: bytes) -> None:
         self._stream.write(data)
         self._stream.flush()
+
+    def _write_now(self, data: bytes) -> None:
+        """On the loop: write `data` after what waits, without blocking."""
+        fd = self._fd
+        if fd is None:  # the loop ended between the hand-off and now
+            self._write_blocking(data)
+            return
+        if self._broken:
+            return
+        if self._pending:
+            self._pending += data
+            return
+        try:
+            written = self._send(data)
+        except BlockingIOError:
+            written = 0
+        except OSError:
+            self._broken = True
+            raise
+        if written < len(data):
+            self._pending += memoryview(data)[written:]
+            assert self._loop is not None
+            self._loop.add_writer(fd, self._drain)
+
+    def _drain(self) -> None:
+        """The pipe has room again: write what waits."""
+        fd, loop = self._fd, self._loop
+        if fd is None or loop is None:
+            return
+        try:
+            written = self._send(self._pending)
+        except BlockingIOError:
+            return
+        except OSError:
+            log.warning("lsp-agent: the editor's end of the connection is closed")
+            self._broken = True
+            written = len(self._pending)
+        del self._pending[:written]
+        if not self._pending:
+            loop.remove_writer(fd)
