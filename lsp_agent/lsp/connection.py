@@ -241,8 +241,9 @@ class _Writer:
     An editor busy elsewhere (an extension host running a long task, a Neovim waiting on a
     prompt) stops reading for a while, and the pipe fills in 64 KiB: a blocking write would then
     stop the whole server (the model's stream, `$/cancelRequest`, the watchers) until the editor
-    reads again. While the loop runs, the pipe is non-blocking: a message goes out at once when
-    nothing waits before it, what the pipe does not take waits here, in order, and the loop
+    reads again. While the loop runs, the pipe is non-blocking: the messages of one stretch of
+    the loop's work leave together when it ends (one write for a tool's events and the
+    progress, not one each), what the pipe does not take waits here, in order, and the loop
     writes it as the pipe drains. A message from another thread is handed to the loop. Before
     the loop runs, after it ends, and on what is not a pipe or a socket, writes block, as a
     plain file write.
@@ -260,6 +261,10 @@ class _Writer:
         """True once the editor's end was found closed: what follows is dropped."""
         self._socket: socket.socket | None = None
         """A duplicate of the output when it is a socket, sent to without waiting."""
+        self._flushing = False
+        """True from the first queued message until all that waits is written."""
+        self._waiting = False
+        """True while the loop watches for the pipe to have room."""
 
     def start(self, loop: asyncio.AbstractEventLoop, reader: BinaryIO | None = None) -> None:
         """Write without blocking from now on (called on the loop's thread). `reader` is the
@@ -331,41 +336,41 @@ class _Writer:
         self._stream.flush()
 
     def _write_now(self, data: bytes) -> None:
-        """On the loop: write `data` after what waits, without blocking."""
+        """On the loop: queue `data` after what waits. The messages of one stretch of the
+        loop's work (a tool's events, the progress, the answer) leave together, in one write,
+        when that stretch ends."""
         fd = self._fd
         if fd is None:  # the loop ended between the hand-off and now
             self._write_blocking(data)
             return
         if self._broken:
             return
-        if self._pending:
-            self._pending += data
-            return
-        try:
-            written = self._send(data)
-        except BlockingIOError:
-            written = 0
-        except OSError:
-            self._broken = True
-            raise
-        if written < len(data):
-            self._pending += memoryview(data)[written:]
+        self._pending += data
+        if not self._flushing:
+            self._flushing = True
             assert self._loop is not None
-            self._loop.add_writer(fd, self._drain)
+            self._loop.call_soon(self._flush)
 
-    def _drain(self) -> None:
-        """The pipe has room again: write what waits."""
+    def _flush(self) -> None:
+        """Write what waits; what the pipe does not take is written as it drains."""
         fd, loop = self._fd, self._loop
-        if fd is None or loop is None:
+        if fd is None or loop is None:  # the loop has ended: `finish` writes it
             return
         try:
             written = self._send(self._pending)
         except BlockingIOError:
-            return
+            written = 0
         except OSError:
             log.warning("lsp-agent: the editor's end of the connection is closed")
             self._broken = True
             written = len(self._pending)
         del self._pending[:written]
-        if not self._pending:
+        if self._pending:
+            if not self._waiting:
+                loop.add_writer(fd, self._flush)
+                self._waiting = True
+            return
+        if self._waiting:
             loop.remove_writer(fd)
+            self._waiting = False
+        self._flushing = False
