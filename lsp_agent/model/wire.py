@@ -28,7 +28,6 @@ import json
 import socket
 import ssl
 import string
-import sys
 import time
 import urllib.parse
 import urllib.request
@@ -46,10 +45,9 @@ quarter of a megabyte of tiny SSE events takes the reader 2-3 ms to split, and t
 waits meanwhile (with a megabyte per read, steps of 11 ms were measured)."""
 SMALL_BODY = 64 * 1024
 """Bodies up to this size are sent in one write with the head (one system call); longer ones
-are written after it, never copied into one buffer with it."""
-GATHERED_WRITES = sys.version_info >= (3, 12)
-"""From Python 3.12 a socket's `writelines` sends the head and the body in one `sendmsg`
-without joining them; before, it joins them (a copy of the body), so they are written apart."""
+are written after it, never copied into one buffer with it. (Not `writelines`, which would send
+both in one `sendmsg` from Python 3.12: there it does not pause the writer when the socket is
+full, so `drain` returns at once and the write timeout never applies.)"""
 MAX_IDLE = 4
 """Idle connections kept per origin: a turn makes one request at a time."""
 KEEPALIVE_SECONDS = 60.0
@@ -596,8 +594,6 @@ class Client:
         try:
             if len(content) <= SMALL_BODY:
                 writer.write(head + content)
-            elif GATHERED_WRITES:
-                writer.writelines((head, content))
             else:
                 writer.write(head)
                 writer.write(memoryview(content))
