@@ -207,14 +207,14 @@ def _kept(old: _Conversation, messages: Sequence[Message]) -> int:
     pass reads every message's members, and on a heap that the rest of the call has moved
     through it cost more than everything else the encoder does.
     """
-    limit = min(len(messages), len(old.messages))
-    head = messages[:limit]
-    same = limit
+    same = min(len(messages), len(old.messages))
+    # No slice of `messages`: a list of a thousand messages made at every call is what a
+    # collection of the young objects meets, and it reads every message's header to do so.
     with contextlib.suppress(ValueError):
-        same = list(map(operator.is_, head, old.messages)).index(False)
-    if set(map(type, itertools.islice(head, same))) <= {FrozenMessage}:
+        same = list(map(operator.is_, messages, old.messages)).index(False)
+    if set(map(type, itertools.islice(messages, same))) <= {FrozenMessage}:
         return same
-    contents = map(_CONTENT, head[:same])
+    contents = map(_CONTENT, itertools.islice(messages, same))
     with contextlib.suppress(ValueError):
         same = list(map(operator.is_, contents, old.contents)).index(False)
     return same
