@@ -13,7 +13,8 @@ read from /proc just before the reply's last write and when the next request arr
 busy machine inflates less than the wall-clock figure, and its CPU time per call with the reading
 of the reply included. It covers what the server does between two model calls: the end of the
 SSE parse, the reply and the tool result stored (transcript writes), the tool itself (`todo`: no
-I/O), the events and notifications sent to the editor, the context layers' guard, the reminder
+I/O), the events and notifications sent to the editor, the context layers' guard, which skills
+the history still holds loaded (the workspace has one, as many have), the reminder
 (git branch, plan, file changes), and the request encoded and sent (the kernel's copy of the body
 onto the loopback counts as the server's CPU). It leaves out the first request of a turn
 (resuming the session reads its transcript), the time tools with I/O take, and the model's own
@@ -111,6 +112,11 @@ def workspace(base: Path) -> tuple[Path, Path, Path]:
     for path in (root, state, home):
         path.mkdir()
     (root / "README.md").write_text("a project\n")
+    # A skill, as many workspaces have: the server then checks before each call which skills
+    # the history still holds loaded.
+    skill = root / ".agents" / "skills" / "release" / "SKILL.md"
+    skill.parent.mkdir(parents=True)
+    skill.write_text("---\ndescription: cut a release\n---\nBump the version, tag, push.\n")
     git = ["git", "-C", str(root), "-c", "user.name=b", "-c", "user.email=b@example.com"]
     subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
     subprocess.run([*git, "add", "."], check=True)

@@ -234,3 +234,28 @@ def test_the_load_skill_schema_enumerates_the_skills(root: Path) -> None:
     assert function["name"] == "load_skill"
     assert function["parameters"]["required"] == ["name"]
     assert function["parameters"]["properties"]["name"]["enum"] == ["deploy", "release"]
+
+
+def test_new_messages_are_read_on_their_own_and_a_rewrite_is_read_again(root: Path) -> None:
+    locks = SkillLocks(discover(root))
+    text = locks.load_skill("deploy").text()
+    history: list[dict[str, Any]] = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "ship it"},
+    ]
+    assert locks.relock_from(history) == {"deploy"}  # loaded, but not in the history yet
+    history += [call("c1", LOAD_SKILL, {"name": "deploy"}), result("c1", text)]
+    locks.load_skill("deploy")
+    assert locks.relock_from(list(history)) == set()  # the same messages, two more after them
+    assert locks.loaded == {"deploy"}
+    history.append({"role": "user", "content": "and again"})
+    assert locks.relock_from(list(history)) == set()
+    assert locks.loaded == {"deploy"}
+    # A layer drops the result: a new message in its place, the ones around it the same.
+    rewritten = [*history[:3], result("c1", "[result dropped]"), history[4]]
+    assert locks.relock_from(rewritten) == {"deploy"}
+    with pytest.raises(ToolError):
+        locks.check("deploy_staging")
+    # The result comes back (the history before the rewrite): read whole again.
+    assert locks.relock_from(history) == set()
+    assert locks.loaded == {"deploy"}

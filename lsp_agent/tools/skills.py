@@ -10,7 +10,9 @@ drops the `load_skill` call locks its tools again.
 
 from __future__ import annotations
 
+import itertools
 import json
+import operator
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -259,6 +261,12 @@ class SkillLocks:
         """The session's skills by name."""
         self.loaded: set[str] = set()
         """Names of the skills loaded and still in the history."""
+        self._seen: list[Mapping[str, Any]] = []
+        """The messages `relock_from` read last, kept to tell new ones from a rewrite."""
+        self._calls: dict[str, str] = {}
+        """In those messages: the skill each `load_skill` call (by id) asked for."""
+        self._results: dict[str, str] = {}
+        """In those messages: each tool result's text, by call id."""
         keep = set(never_locked)
         self._lockers: dict[str, tuple[str, ...]] = {}
         for skill in self.skills.values():
@@ -308,17 +316,26 @@ class SkillLocks:
         unlocked = tuple(tool for tool in skill.tools if tool in before)
         return LoadedSkill(skill, unlocked)
 
-    def relock_from(self, messages: Iterable[Mapping[str, Any]]) -> set[str]:
+    def relock_from(self, messages: Sequence[Mapping[str, Any]]) -> set[str]:
         """Recompute the loaded skills from `messages` (the history as it will be sent).
 
         A skill counts as loaded while the messages hold a `load_skill` call for it AND that
         call's result still carries the skill's instructions (a result shrunk by strip keeps its
         head, one dropped or compacted away does not). Returns the names that were loaded before
         and are locked again now. Also right for a resumed session: it restores what was loaded.
+
+        Asked before every model call: when `messages` are those of the last call (the same
+        objects, in the same places) with more after them, only the new ones are read; a history
+        the layers rewrote is read again whole (a thousand messages cost 0.3 ms to read).
         """
-        calls: dict[str, str] = {}
-        results: dict[str, str] = {}
-        for message in messages:
+        seen = self._seen
+        if len(messages) >= len(seen) and all(map(operator.is_, messages, seen)):
+            start = len(seen)
+        else:
+            start = 0
+            self._calls, self._results = {}, {}
+        calls, results = self._calls, self._results
+        for message in itertools.islice(messages, start, None):
             role = message.get("role")
             if role == "assistant":
                 for call in message.get("tool_calls") or ():
@@ -332,6 +349,7 @@ class SkillLocks:
                 content = message.get("content")
                 if isinstance(content, str):
                     results[message["tool_call_id"]] = content
+        self._seen = list(messages)
         loaded = {
             name
             for call_id, name in calls.items()
