@@ -29,6 +29,7 @@ from lsp_agent.lsp.app import create_server
 from lsp_agent.lsp.positions import ENCODINGS as POSITION_ENCODINGS
 from lsp_agent.lsp.server import AGENT_MODULES
 from tests.editor import server_env
+from tests.raw_lsp import frame
 
 SERVE = "from lsp_agent.lsp.boot import serve_stdio; from lsp_agent.lsp.connection import end_process; end_process(serve_stdio())"  # noqa: E501
 
@@ -55,11 +56,6 @@ def initialize(capabilities: Any, request_id: Any = 1, **params: Any) -> dict[st
         "method": "initialize",
         "params": {"processId": 4242, "capabilities": capabilities, **params},
     }
-
-
-def frame(message: Any) -> bytes:
-    body = json.dumps(message).encode()
-    return b"Content-Length: %d\r\n\r\n" % len(body) + body
 
 
 def split_frames(data: bytes) -> list[tuple[bytes, dict[str, Any]]]:

@@ -21,17 +21,13 @@ from typing import Any
 import pytest
 
 from tests.editor import server_env
+from tests.raw_lsp import frame, read_frame
 
 ANSWER_WITHIN_S = 20.0
 """A hang guard: far above any real answer time."""
 
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
 NOT_INITIALIZED = -32002
-
-
-def frame(payload: Any) -> bytes:
-    body = json.dumps(payload).encode()
-    return b"Content-Length: %d\r\n\r\n" % len(body) + body
 
 
 class RawServer:
@@ -57,19 +53,10 @@ class RawServer:
         stream = self.process.stdout
         assert stream is not None
         while True:
-            length = None
-            while True:
-                line = stream.readline()
-                if not line:
-                    self.messages.put(None)
-                    return
-                if line in (b"\r\n", b"\n"):
-                    break
-                name, _, value = line.partition(b":")
-                if name.strip().lower() == b"content-length":
-                    length = int(value)
-            assert length is not None, "the server framed a message without Content-Length"
-            self.messages.put(json.loads(stream.read(length)))
+            message = read_frame(stream)
+            self.messages.put(message)
+            if message is None:
+                return
 
     def send(self, data: bytes) -> None:
         assert self.process.stdin is not None

@@ -11,40 +11,21 @@ us), with the scripted model on loopback.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from tests.editor import server_env
 from tests.fake_model import ScriptedModel, Step, reply, tool_call
+from tests.raw_lsp import frame, read_frame
 
 WAIT_S = 60.0
 """A hang guard: far above what the turn takes."""
 
 TEXT = "".join(f"line {n:06d} of a long explanation the model writes first.\n" for n in range(2500))
 """About 150 KB of text before the tool call: over twice what the pipe holds."""
-
-
-def frame(payload: Any) -> bytes:
-    body = json.dumps(payload).encode()
-    return b"Content-Length: %d\r\n\r\n" % len(body) + body
-
-
-def read_frame(stream: IO[bytes]) -> dict[str, Any]:
-    length = None
-    while True:
-        line = stream.readline()
-        assert line, "the server closed its output"
-        if line in (b"\r\n", b"\n"):
-            break
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            length = int(value)
-    assert length is not None, "a message without Content-Length"
-    return dict(json.loads(stream.read(length)))
 
 
 class Editor:
@@ -80,6 +61,7 @@ class Editor:
         assert self.process.stdout is not None
         while True:
             message = read_frame(self.process.stdout)
+            assert message is not None, "the server closed its output"
             self.seen.append(message)
             if "method" in message and "id" in message:
                 items = message.get("params", {}).get("items", [])
