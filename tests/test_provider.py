@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from lsp_agent.messages import Reply, Usage, cached_tokens, estimate_tokens
-from lsp_agent.model import Provider, ProviderError, make_provider
+from lsp_agent.model import BASE_URL_SETTING, Provider, ProviderError, make_provider
 from lsp_agent.model.anthropic import AnthropicProvider, to_anthropic
 from lsp_agent.model.faults import retry_after_seconds
 from lsp_agent.model.http import tls_context
@@ -499,6 +499,21 @@ async def test_a_huge_delta_reaches_the_editor_in_slices(open_provider: Open) ->
 
 
 # Faults that end the turn with a sentence
+
+
+async def test_an_answer_larger_than_any_reply_is_cut_off_with_one_sentence(
+    open_provider: Open,
+) -> None:
+    # Both dialects read their streams through HTTPProvider._read_events.
+    with ScriptedModel([flood(3_000_000, 1000), reply("never reached")]) as model:
+        provider = open_provider(model.base_url, max_reply_bytes=1 << 20)
+        with pytest.raises(ProviderError) as raised:
+            await ask(provider)
+        assert len(model.requests) == 1  # not retried: the next answer would be no better
+    message = str(raised.value)
+    assert "was cut off" in message
+    assert "larger than 1 MiB" in message
+    assert BASE_URL_SETTING in message
 
 
 async def test_an_endpoint_nobody_listens_on_names_the_url_and_the_setting(

@@ -162,6 +162,7 @@ def new_client(
     write_timeout: float = 60.0,
     trust_env: bool = True,
     user_agent: str = "lsp-agent",
+    max_body: int = wire.MAX_BODY,
 ) -> wire.Client:
     """A client that checks certificates against the system's authorities unless told."""
     return wire.Client(
@@ -171,6 +172,7 @@ def new_client(
         write_timeout=write_timeout,
         trust_env=trust_env,
         user_agent=user_agent,
+        max_body=max_body,
     )
 
 
@@ -394,6 +396,58 @@ async def test_an_unknown_or_broken_encoding_is_a_decoding_error(client: wire.Cl
                 await response.aread()
         with pytest.raises(wire.DecodingError, match="not valid gzip"):
             await client.get(server.url)
+
+
+async def test_a_gzip_bomb_is_expanded_a_piece_at_a_time_and_cut_off() -> None:
+    bomb = gzip.compress(b"\0" * (64 << 20))  # 64 MiB of zeros in about 64 KB
+    answer = b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n%s" % (
+        len(bomb),
+        bomb,
+    )
+    http = new_client(max_body=8 << 20)
+    pieces: list[int] = []
+
+    async def read(response: wire.Response) -> None:
+        async for piece in response.aiter_bytes():
+            pieces.append(len(piece))
+
+    async with (
+        serve(answer_once(answer, then_close=False)) as server,
+        http.stream("GET", server.url) as response,
+    ):
+        with pytest.raises(wire.BodyTooLarge, match="larger than 8 MiB"):
+            await read(response)
+    await http.aclose()
+    largest, received = max(pieces), sum(pieces)
+    assert 0 < received <= 8 << 20
+    assert largest <= wire.DECODED_PIECE  # never the whole expansion at once
+
+
+async def test_a_body_without_end_is_cut_off_and_its_connection_closed() -> None:
+    gone = asyncio.Event()
+    sent = 0
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal sent
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        chunk = b"data: " + b"x" * 65_000 + b"\n\n"
+        try:
+            while True:
+                writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                await writer.drain()
+                sent += len(chunk)
+        except ConnectionError:
+            gone.set()
+
+    http = new_client(max_body=4 << 20)
+    async with serve(handler) as server:
+        with pytest.raises(wire.BodyTooLarge, match="larger than 4 MiB"):
+            await http.get(server.url)
+        async with asyncio.timeout(WAIT):
+            await gone.wait()  # the client closed the connection: the server stopped sending
+    await http.aclose()
+    assert sent > 4 << 20
 
 
 async def test_a_line_break_after_a_body_is_not_taken_for_the_next_answer(

@@ -87,8 +87,10 @@ def make_provider(
     connect_timeout: float = 10.0,
     read_timeout: float = 300.0,
     max_tokens: int = 8192,
+    max_reply_bytes: int | None = None,
 ) -> Provider:
-    """The provider named by the `provider` setting (`openai` or `anthropic`)."""
+    """The provider named by the `provider` setting (`openai` or `anthropic`);
+    `max_reply_bytes` bounds one answer (the HTTP client's limit by default)."""
     options: dict[str, Any] = {
         "retries": retries,
         "base_delay": base_delay,
@@ -97,6 +99,8 @@ def make_provider(
         "connect_timeout": connect_timeout,
         "read_timeout": read_timeout,
     }
+    if max_reply_bytes is not None:
+        options["max_reply_bytes"] = max_reply_bytes
     kind = provider.strip().lower()
     if kind == "openai":
         from lsp_agent.model.openai import OpenAIProvider

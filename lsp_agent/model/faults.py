@@ -183,6 +183,12 @@ class Sentences:
                 f"the request to {self.base_url} cannot be sent: {error}; check "
                 f"{self.api_key_hint} (one line of plain text)"
             )
+        if isinstance(error, wire.BodyTooLarge):
+            return ProviderError(
+                f"the answer from {self.base_url} was cut off: {error}, which no model's reply "
+                f"is (a stream without end, or an endpoint that is not a model's): check "
+                f"{BASE_URL_SETTING} and the server's log"
+            )
         if isinstance(error, wire.DecodingError):
             return ProviderError(
                 f"the answer from {self.base_url} cannot be decoded ({error}): check the "

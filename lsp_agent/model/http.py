@@ -121,6 +121,7 @@ class HTTPProvider(Sentences):
         max_retry_after: float = 60.0,
         connect_timeout: float = 10.0,
         read_timeout: float = 300.0,
+        max_reply_bytes: int = wire.MAX_BODY,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         """The endpoint as configured (shown in messages and in `status`)."""
@@ -140,6 +141,7 @@ class HTTPProvider(Sentences):
             read_timeout=read_timeout,
             write_timeout=60.0,
             user_agent=f"lsp-agent/{__version__}",
+            max_body=max_reply_bytes,
         )
 
     def __repr__(self) -> str:
@@ -253,6 +255,7 @@ class HTTPProvider(Sentences):
         except wire.RemoteProtocolError as error:  # the server broke off: worth another try
             raise Retry(None, type(error).__name__) from None
         except (
+            wire.BodyTooLarge,
             wire.ConnectError,
             wire.TimeoutException,
             wire.UnsupportedProtocol,
@@ -380,6 +383,8 @@ class HTTPProvider(Sentences):
                 await sink.flush(pacer)
                 if draft.done:
                     break
+        except wire.BodyTooLarge as error:
+            raise self._transport_error(error) from None
         except wire.HTTPError as error:
             if draft.finish_reason is None:
                 raise self._broken(error) from None

@@ -43,6 +43,12 @@ READ_SIZE = 1 << 18
 """The most one read asks for: whatever has arrived, up to this, is handed on at once. A
 quarter of a megabyte of tiny SSE events takes the reader 2-3 ms to split, and the event loop
 waits meanwhile (with a megabyte per read, steps of 11 ms were measured)."""
+MAX_BODY = 256 * 1024 * 1024
+"""The most body one answer may bring, decoded. A model's reply is a few megabytes at most (a
+long one streamed in tiny events); past this the answer is not one, and holding it would only
+fill the memory: a gzip bomb, a stream without end."""
+DECODED_PIECE = 1 << 20
+"""The most a compressed piece is expanded to at once (a kilobyte of gzip can hold a gigabyte)."""
 SMALL_BODY = 64 * 1024
 """Bodies up to this size are sent in one write with the head (one system call); longer ones
 are written after it, never copied into one buffer with it. (Not `writelines`, which would send
@@ -131,6 +137,10 @@ class ProxyError(TransportError):
 
 class UnsupportedProtocol(TransportError):
     """The URL's scheme is not http or https, or it has none."""
+
+
+class BodyTooLarge(TransportError):
+    """The answer's body is larger than the client accepts (`MAX_BODY`)."""
 
 
 class DecodingError(HTTPError):
@@ -324,8 +334,22 @@ class Response:
         self._started = True
         coding = self.headers.get("content-encoding", "").strip().lower()
         if coding in ("", "identity"):
-            return self._body()
-        return self._decoded(self._body(), coding)
+            return self._limited(self._body())
+        return self._limited(self._decoded(self._body(), coding))
+
+    async def _limited(self, body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        """`body`, ended with `BodyTooLarge` (and the connection closed) once it has brought
+        more than the client accepts."""
+        allowed = self._client._max_body
+        size = 0
+        async for data in body:
+            size += len(data)
+            if size > allowed:
+                self._abandon()
+                raise BodyTooLarge(
+                    f"the answer's body is larger than {allowed / 2**20:g} MiB (decoded)"
+                )
+            yield data
 
     def json(self) -> Any:
         """The body read as JSON."""
@@ -416,18 +440,27 @@ class Response:
             raise
         try:
             async for data in raw:
-                for decoder in decoders:
-                    data = decoder.decompress(data)
-                if data:
-                    yield data
+                for piece in _undone(decoders, data):
+                    yield piece
             tail = b""
             for decoder in decoders:
-                tail = decoder.decompress(tail) + decoder.flush()
+                tail = b"".join(decoder.pieces(tail)) + decoder.flush()
         except zlib.error as error:
             self._abandon()
             raise DecodingError(f"the body is not valid {coding} ({error})") from None
         if tail:
             yield tail
+
+
+def _undone(decoders: list[_Decoder], data: bytes) -> Iterator[bytes]:
+    """`data` through every decoder in turn, in bounded pieces."""
+    if not decoders:
+        if data:
+            yield data
+        return
+    first, rest = decoders[0], decoders[1:]
+    for piece in first.pieces(data):
+        yield from _undone(rest, piece)
 
 
 class _Decoder:
@@ -453,16 +486,29 @@ class _Decoder:
         """True until the first bytes said whether "deflate" is zlib-wrapped (as the standard
         says) or raw (as some servers send it)."""
 
-    def decompress(self, data: bytes) -> bytes:
+    def pieces(self, data: bytes) -> Iterator[bytes]:
+        """`data` decoded, in pieces of at most `DECODED_PIECE` bytes."""
         if self._zlib is None:
-            return data
+            yield data
+            return
         if self._guess:
             self._guess = False
             try:
-                return self._zlib.decompress(data)
+                first = self._zlib.decompress(data, DECODED_PIECE)
             except zlib.error:
                 self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
-        return self._zlib.decompress(data)
+            else:
+                yield first
+                if len(first) < DECODED_PIECE and not self._zlib.unconsumed_tail:
+                    return
+                data = self._zlib.unconsumed_tail
+        while True:
+            piece = self._zlib.decompress(data, DECODED_PIECE)
+            if piece:
+                yield piece
+            data = self._zlib.unconsumed_tail
+            if not data and len(piece) < DECODED_PIECE:
+                return
 
     def flush(self) -> bytes:
         return b"" if self._zlib is None else self._zlib.flush()
@@ -507,6 +553,7 @@ class Client:
         write_timeout: float = 60.0,
         trust_env: bool = True,
         user_agent: str = "lsp-agent",
+        max_body: int = MAX_BODY,
     ) -> None:
         self._tls = tls
         """The certificates https servers (and https proxies) are checked against."""
@@ -517,6 +564,8 @@ class Client:
         self._write_timeout = write_timeout
         """Seconds the request may take to leave."""
         self._user_agent = user_agent
+        self._max_body = max_body
+        """The most body (decoded) one answer may bring; past it, `BodyTooLarge`."""
         self._proxies = urllib.request.getproxies_environment() if trust_env else {}
         """The proxies the environment names, by scheme (`no` holds NO_PROXY), read once."""
         self._routes: dict[tuple[str, str, int], _Proxy | None] = {}
