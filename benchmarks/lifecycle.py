@@ -17,7 +17,6 @@ Run: .venv/bin/python benchmarks/lifecycle.py [rounds per way] [--bound SECONDS]
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -28,33 +27,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.raw_lsp import frame, read_frame
+
 WAYS = ("eof", "exit", "shutdown")
 EXPECTED_CODE = {"eof": None, "exit": 1, "shutdown": 0}
 """The exit code each way must end with (None: any; the editor is gone either way)."""
 
 
-def frame(payload: dict[str, Any]) -> bytes:
-    body = json.dumps(payload).encode()
-    return b"Content-Length: %d\r\n\r\n" % len(body) + body
-
-
-def read_message(stream: IO[bytes]) -> dict[str, Any] | None:
-    length = 0
-    while True:
-        line = stream.readline()
-        if not line:
-            return None
-        if line in (b"\r\n", b"\n"):
-            break
-        if line.lower().startswith(b"content-length:"):
-            length = int(line.split(b":")[1])
-    data: dict[str, Any] = json.loads(stream.read(length))
-    return data
-
-
 def wait_for(stream: IO[bytes], request_id: int) -> dict[str, Any]:
     while True:
-        message = read_message(stream)
+        message = read_frame(stream)
         if message is None:
             raise RuntimeError(f"the server closed stdout before answering request {request_id}")
         if message.get("id") == request_id and "method" not in message:

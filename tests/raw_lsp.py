@@ -4,7 +4,12 @@ library would refuse to send what they send, or would read for them)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import IO, Any
+
+from tests.editor import server_env
 
 
 def frame(payload: Any) -> bytes:
@@ -27,3 +32,14 @@ def read_frame(stream: IO[bytes]) -> dict[str, Any] | None:
             length = int(value)
     assert length is not None, "the server framed a message without Content-Length"
     return dict(json.loads(stream.read(length)))
+
+
+def spawn_server(state_dir: Path, home: Path) -> subprocess.Popen[bytes]:
+    """`lsp-agent serve` on pipes the test reads and writes itself (its log discarded)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "lsp_agent", "serve"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=server_env(state_dir, home),
+    )

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import queue
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,8 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.editor import server_env
-from tests.raw_lsp import frame, read_frame
+from tests.raw_lsp import frame, read_frame, spawn_server
 
 ANSWER_WITHIN_S = 20.0
 """A hang guard: far above any real answer time."""
@@ -37,13 +35,7 @@ class RawServer:
         (tmp / "state").mkdir(exist_ok=True)
         (tmp / "home").mkdir(exist_ok=True)
         self.root = root
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "lsp_agent", "serve"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=server_env(tmp / "state", tmp / "home"),
-        )
+        self.process = spawn_server(tmp / "state", tmp / "home")
         self.messages: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.notifications: list[dict[str, Any]] = []
         self.next_id = 1000

@@ -12,14 +12,12 @@ us), with the scripted model on loopback.
 from __future__ import annotations
 
 import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
 
-from tests.editor import server_env
 from tests.fake_model import ScriptedModel, Step, reply, tool_call
-from tests.raw_lsp import frame, read_frame
+from tests.raw_lsp import frame, read_frame, spawn_server
 
 WAIT_S = 60.0
 """A hang guard: far above what the turn takes."""
@@ -34,13 +32,7 @@ class Editor:
     def __init__(self, root: Path, tmp: Path, model: ScriptedModel) -> None:
         (tmp / "state").mkdir()
         (tmp / "home").mkdir()
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "lsp_agent", "serve"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=server_env(tmp / "state", tmp / "home"),
-        )
+        self.process = spawn_server(tmp / "state", tmp / "home")
         self.root = root
         self.model = model
         self.seen: list[dict[str, Any]] = []
