@@ -285,14 +285,13 @@ class _Writer:
             status = os.fstat(fd)
             input_fd = _fileno(reader) if reader is not None else None
             shared = input_fd is not None and os.path.sameopenfile(input_fd, fd)
+            self._stream.flush()  # what was written before goes first
             if stat.S_ISSOCK(status.st_mode) and hasattr(socket, "MSG_DONTWAIT"):
                 # One socket may carry both ways (`serve --tcp`): its blocking mode is shared
                 # with the reader thread, so each send says not to wait instead.
-                self._stream.flush()
                 self._socket = socket.socket(fileno=os.dup(fd))
                 self._fd = self._socket.fileno()
             elif stat.S_ISFIFO(status.st_mode) and not shared:
-                self._stream.flush()
                 os.set_blocking(fd, False)
                 self._fd = fd
             else:

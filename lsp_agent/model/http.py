@@ -383,8 +383,6 @@ class HTTPProvider(Sentences):
                 await sink.flush(pacer)
                 if draft.done:
                     break
-        except wire.BodyTooLarge as error:
-            raise self._transport_error(error) from None
         except wire.HTTPError as error:
             if draft.finish_reason is None:
                 raise self._broken(error) from None
@@ -436,8 +434,9 @@ class HTTPProvider(Sentences):
         return backoff * random.uniform(0.5, 1.0)
 
     def _broken(self, error: wire.HTTPError) -> Exception:
-        """A fault while reading a successful response."""
-        if isinstance(error, wire.TimeoutException):
+        """A fault while reading a successful response: a stream that broke off is worth
+        another try; one that waited too long or grew past any reply is not."""
+        if isinstance(error, (wire.TimeoutException, wire.BodyTooLarge)):
             return self._transport_error(error)
         return StreamBroken(f"{type(error).__name__}: {error}")
 

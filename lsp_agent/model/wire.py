@@ -491,24 +491,23 @@ class _Decoder:
         if self._zlib is None:
             yield data
             return
-        if self._guess:
-            self._guess = False
-            try:
-                first = self._zlib.decompress(data, DECODED_PIECE)
-            except zlib.error:
-                self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
-            else:
-                yield first
-                if len(first) < DECODED_PIECE and not self._zlib.unconsumed_tail:
-                    return
-                data = self._zlib.unconsumed_tail
         while True:
-            piece = self._zlib.decompress(data, DECODED_PIECE)
+            piece = self._decompress(data)
             if piece:
                 yield piece
             data = self._zlib.unconsumed_tail
             if not data and len(piece) < DECODED_PIECE:
                 return
+
+    def _decompress(self, data: bytes) -> bytes:
+        assert self._zlib is not None
+        if self._guess:
+            self._guess = False
+            try:
+                return self._zlib.decompress(data, DECODED_PIECE)
+            except zlib.error:
+                self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
+        return self._zlib.decompress(data, DECODED_PIECE)
 
     def flush(self) -> bytes:
         return b"" if self._zlib is None else self._zlib.flush()
