@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from typing import Any
 
@@ -10,7 +11,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lsp_agent.messages import Message, frozen
-from lsp_agent.model.encoding import SLICE_CHARS, RequestEncoder, dumps, json_object
+from lsp_agent.model.encoding import (
+    LARGE_PART,
+    SLICE_CHARS,
+    RequestEncoder,
+    dumps,
+    json_object,
+    json_parts,
+)
 from lsp_agent.model.stream import Pacer
 
 
@@ -74,6 +82,33 @@ async def test_a_body_is_byte_identical_to_the_whole_body_encoded_at_once() -> N
     )
     whole = {"model": "test-model", "messages": history, "tools": tools, "stream": True}
     assert body == reference(whole)
+
+
+async def test_a_body_in_parts_is_the_body_and_its_large_parts_are_not_copied() -> None:
+    encoder = RequestEncoder()
+    history = [*conversation(3), {"role": "tool", "tool_call_id": "c", "content": "x" * LARGE_PART}]
+    for _ in range(2):  # the second time, the history's bytes are one joined run
+        history.append({"role": "user", "content": "<context>now</context>"})
+        encoded = await encoder.messages(history)
+        members: list[tuple[str, bytes | list[bytes]]] = [
+            ("model", dumps("test-model")),
+            ("messages", encoded),
+            ("stream", dumps(True)),
+        ]
+        parts = json_parts(members)
+        assert (
+            b"".join(parts)
+            == json_object(members)
+            == reference({"model": "test-model", "messages": history, "stream": True})
+        )
+        large = [part for part in encoded if len(part) >= LARGE_PART]
+        assert large
+        assert all(any(part is sent for sent in parts) for part in large)
+        # Small parts are joined: never two small parts side by side.
+        sizes = [len(part) >= LARGE_PART for part in parts]
+        assert not any(not a and not b for a, b in itertools.pairwise(sizes))
+        history.pop()
+        history.append({"role": "assistant", "content": "Done."})
 
 
 async def test_a_longer_history_encodes_only_its_new_messages() -> None:

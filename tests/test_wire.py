@@ -384,6 +384,27 @@ async def test_gzip_and_deflate_bodies_are_decoded(
     assert requests[0].headers["accept-encoding"] == "gzip, deflate"
 
 
+@pytest.mark.parametrize(
+    "parts",
+    [
+        [b'{"a":', b'"' + b"x" * 200_000 + b'"', b"}"],  # a large part between small ones
+        [b"[" + b"1," * 100_000, b"2]"],  # a large first part: written after the head
+        [b"{", b"}"],
+        [],
+    ],
+    ids=["large-middle", "large-first", "small", "empty"],
+)
+async def test_a_body_given_in_parts_arrives_whole(client: wire.Client, parts: list[bytes]) -> None:
+    requests: list[Request] = []
+    async with serve(answering(OK, requests=requests)) as server:
+        for _ in range(2):  # the second on the kept connection
+            async with client.stream("POST", server.url, content=parts) as response:
+                await response.aread()
+    whole = b"".join(parts)
+    assert [request.body for request in requests] == [whole, whole]
+    assert requests[0].headers["content-length"] == str(len(whole))
+
+
 async def test_an_unknown_or_broken_encoding_is_a_decoding_error(client: wire.Client) -> None:
     answers = (
         b"HTTP/1.1 200 OK\r\nContent-Encoding: br\r\nContent-Length: 4\r\n\r\nxxxx",

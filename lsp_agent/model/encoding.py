@@ -45,6 +45,9 @@ JOIN_AFTER = 32
 again (see `_Conversation.parts`)."""
 SLICE_CHARS = 1 << 18
 """A string member longer than this is encoded in slices of this many characters."""
+LARGE_PART = 64 * 1024
+"""A part of a body this long or longer is sent as it is, not joined with its neighbours (see
+`json_parts`)."""
 
 _TextKey = tuple[tuple[str, Any], ...]
 
@@ -242,6 +245,30 @@ def outgoing(message: Message) -> Message:
 def json_object(members: Iterable[tuple[str, bytes | list[bytes]]]) -> bytes:
     """A JSON object from its members' names and encoded values (bytes, or parts of bytes), in
     order, joined in one copy: a body of megabytes is not copied once per level."""
+    return b"".join(_object_parts(members))
+
+
+def json_parts(members: Iterable[tuple[str, bytes | list[bytes]]]) -> list[bytes]:
+    """The JSON object of `json_object` as the parts it is sent in: each part of `LARGE_PART`
+    bytes or more as it is, the small ones between them joined. The history's joined run is
+    such a part: a request body of megabytes goes to the socket from where its bytes already
+    are, instead of being copied into one string at every call first."""
+    parts: list[bytes] = []
+    small: list[bytes] = []
+    for part in _object_parts(members):
+        if len(part) < LARGE_PART:
+            small.append(part)
+            continue
+        if small:
+            parts.append(b"".join(small))
+            small = []
+        parts.append(part)
+    if small:
+        parts.append(b"".join(small))
+    return parts
+
+
+def _object_parts(members: Iterable[tuple[str, bytes | list[bytes]]]) -> list[bytes]:
     parts = [b"{"]
     for name, value in members:
         parts.append(_member_name(name))
@@ -251,9 +278,9 @@ def json_object(members: Iterable[tuple[str, bytes | list[bytes]]]) -> bytes:
             parts += value
         parts.append(b",")
     if len(parts) == 1:
-        return b"{}"
+        return [b"{}"]
     parts[-1] = b"}"
-    return b"".join(parts)
+    return parts
 
 
 @functools.lru_cache(maxsize=64)

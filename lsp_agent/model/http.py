@@ -228,7 +228,7 @@ class HTTPProvider(Sentences):
     async def _post(
         self,
         url: str,
-        content: bytes,
+        content: wire.Content,
         read: Callable[[wire.Response], Awaitable[Draft]],
         *,
         with_tools: bool,
@@ -245,7 +245,7 @@ class HTTPProvider(Sentences):
                 if response.status_code < 300:
                     await self._refuse_web_page(response)
                     draft = await read(response)
-                    draft.sent_bytes = len(content)
+                    draft.sent_bytes = wire.content_length(content)
                     return draft
                 await response.aread()
         except Nonsense as fault:
@@ -269,7 +269,7 @@ class HTTPProvider(Sentences):
         raise await self._status_fault(
             response,
             url,
-            sent_bytes=len(content),
+            sent_bytes=wire.content_length(content),
             with_tools=with_tools,
             streamed_with_tools=streamed_with_tools,
             stream_options=stream_options,

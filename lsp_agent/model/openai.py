@@ -8,7 +8,7 @@ import logging
 from typing import Any
 
 from lsp_agent.model import wire
-from lsp_agent.model.encoding import RequestEncoder, dumps, json_object
+from lsp_agent.model.encoding import RequestEncoder, dumps, json_parts
 from lsp_agent.model.faults import StreamOptionsRefused, StreamWithToolsRefused
 from lsp_agent.model.http import HTTPProvider
 from lsp_agent.model.stream import (
@@ -81,7 +81,7 @@ class OpenAIProvider(HTTPProvider):
             try:
                 return await self._post(
                     f"{self.base_url}/chat/completions",
-                    json_object(body),
+                    json_parts(body),
                     functools.partial(self._read, sink=sink, stream=stream),
                     with_tools=bool(tools),
                     streamed_with_tools=stream and bool(tools),

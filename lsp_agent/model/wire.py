@@ -32,7 +32,7 @@ import time
 import urllib.parse
 import urllib.request
 import zlib
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -50,10 +50,13 @@ fill the memory: a gzip bomb, a stream without end."""
 DECODED_PIECE = 1 << 20
 """The most a compressed piece is expanded to at once (a kilobyte of gzip can hold a gigabyte)."""
 SMALL_BODY = 64 * 1024
-"""Bodies up to this size are sent in one write with the head (one system call); longer ones
-are written after it, never copied into one buffer with it. (Not `writelines`, which would send
-both in one `sendmsg` from Python 3.12: there it does not pause the writer when the socket is
-full, so `drain` returns at once and the write timeout never applies.)"""
+"""Bodies (or a body's first part) up to this size are sent in one write with the head (one
+system call); longer ones are written after it, never copied into one buffer with it. (Not
+`writelines`, which would send both in one `sendmsg` from Python 3.12: there it does not pause
+the writer when the socket is full, so `drain` returns at once and the write timeout never
+applies.)"""
+Content = bytes | Sequence[bytes]
+"""A request's body: whole, or the parts it is made of (see `encoding.json_parts`)."""
 MAX_IDLE = 4
 """Idle connections kept per origin: a turn makes one request at a time."""
 KEEPALIVE_SECONDS = 60.0
@@ -520,7 +523,7 @@ class _Stream:
     __slots__ = ("_client", "_request", "_response")
 
     def __init__(
-        self, client: Client, request: tuple[str, str, bytes, Mapping[str, str] | None]
+        self, client: Client, request: tuple[str, str, Content, Mapping[str, str] | None]
     ) -> None:
         self._client = client
         self._request = request
@@ -586,10 +589,11 @@ class Client:
         method: str,
         url: str,
         *,
-        content: bytes = b"",
+        content: Content = b"",
         headers: Mapping[str, str] | None = None,
     ) -> contextlib.AbstractAsyncContextManager[Response]:
-        """Send a request; the context gives the answer with its body not yet read."""
+        """Send a request; the context gives the answer with its body not yet read. `content`
+        is the body, or the parts it is made of, sent one after the other."""
         return _Stream(self, (method, url, content, headers))
 
     async def get(self, url: str, *, headers: Mapping[str, str] | None = None) -> Response:
@@ -602,7 +606,7 @@ class Client:
         return response
 
     async def _send(
-        self, method: str, url: str, content: bytes, headers: Mapping[str, str] | None
+        self, method: str, url: str, content: Content, headers: Mapping[str, str] | None
     ) -> Response:
         """Send the request on an idle connection or a new one; return when the answer's head
         has arrived."""
@@ -635,16 +639,19 @@ class Client:
                 raise
 
     async def _exchange(
-        self, connection: _Connection, head: bytes, content: bytes
+        self, connection: _Connection, head: bytes, content: Content
     ) -> tuple[str, int, str, list[tuple[str, str]]]:
         """Write the request, read the answer's head (after any 1xx interim answers)."""
         writer = connection.writer
+        parts = (content,) if isinstance(content, bytes) else content
         try:
-            if len(content) <= SMALL_BODY:
-                writer.write(head + content)
+            if not parts or len(parts[0]) <= SMALL_BODY:
+                writer.write(head + parts[0] if parts else head)
+                parts = parts[1:]
             else:
                 writer.write(head)
-                writer.write(memoryview(content))
+            for part in parts:
+                writer.write(part)
             async with asyncio.timeout(self._write_timeout):
                 await writer.drain()
         except TimeoutError:
@@ -950,6 +957,11 @@ def _content_length(value: str) -> int:
     return int(size)
 
 
+def content_length(content: Content) -> int:
+    """The size of a request body given whole or in parts."""
+    return len(content) if isinstance(content, bytes) else sum(map(len, content))
+
+
 async def _once(content: bytes) -> AsyncIterator[bytes]:
     yield content
 
@@ -958,7 +970,7 @@ def _request_head(
     method: str,
     target: _Target,
     proxy: _Proxy | None,
-    content: bytes,
+    content: Content,
     headers: Mapping[str, str] | None,
     user_agent: str,
 ) -> tuple[bytes, bool]:
@@ -969,8 +981,9 @@ def _request_head(
         "accept": ("Accept", "*/*"),
         "accept-encoding": ("Accept-Encoding", "gzip, deflate"),
     }
-    if content or method in WITH_BODY:
-        fields["content-length"] = ("Content-Length", str(len(content)))
+    size = content_length(content)
+    if size or method in WITH_BODY:
+        fields["content-length"] = ("Content-Length", str(size))
     if target.authorization is not None:
         fields["authorization"] = ("Authorization", target.authorization)
     through_proxy = proxy is not None and target.scheme == "http"
