@@ -68,6 +68,8 @@ class _Conversation:
         """The opening bracket and the first `joined_count` messages' bytes, each followed by
         its comma, as one string: the parts of the next body start with it."""
         self.joined_count = 0
+        self.frozen_count = 0
+        """How many of the first `messages` are frozen (see `_kept`)."""
 
     def parts(self) -> list[bytes]:
         """The JSON array of the messages, in parts: the joined run, then one part per message
@@ -144,6 +146,7 @@ class RequestEncoder:
             new.encoded.append(encoded)
             if pacer.due():
                 await pacer.rest()
+        new.frozen_count = _frozen_from(messages, min(old.frozen_count, same))
         self._cache[id(messages[0])] = new
         while len(self._cache) > self.conversations:
             self._cache.popitem(last=False)
@@ -204,23 +207,40 @@ async def _sliced(message: Message, pacer: Pacer) -> bytes:
 def _kept(old: _Conversation, messages: Sequence[Message]) -> int:
     """How many leading `messages` are those `old` had in the same places, unchanged.
 
-    A thousand-message history is checked at every call, so the checks run as C-level passes
-    (identity of each message, then of its content) rather than a Python loop. Frozen messages
-    (the history's, the layers' stubs) cannot change, so their contents are not checked: that
-    pass reads every message's members, and on a heap that the rest of the call has moved
-    through it cost more than everything else the encoder does.
+    A thousand-message history is checked at every call, so the check is one C-level pass over
+    the messages' identities, which stops at the first difference only when there is one (the
+    common request has none). Frozen messages (the history's, the layers' stubs) cannot change,
+    and the same object stays frozen, so the contents of those `old` knew frozen are not read
+    again; the others' are checked against the objects they held when encoded.
     """
     same = min(len(messages), len(old.messages))
     # No slice of `messages`: a list of a thousand messages made at every call is what a
     # collection of the young objects meets, and it reads every message's header to do so.
-    with contextlib.suppress(ValueError):
+    # The last one is looked at on its own: it is the old reminder, which a new request has
+    # replaced, and the pass over the others stops nowhere.
+    if all(map(operator.is_, messages, itertools.islice(old.messages, max(same - 1, 0)))):
+        if same and messages[same - 1] is not old.messages[same - 1]:
+            same -= 1
+    else:
         same = list(map(operator.is_, messages, old.messages)).index(False)
-    if set(map(type, itertools.islice(messages, same))) <= {FrozenMessage}:
+    checked = min(old.frozen_count, same)
+    if checked == same:
         return same
-    contents = map(_CONTENT, itertools.islice(messages, same))
+    contents = map(_CONTENT, itertools.islice(messages, checked, same))
     with contextlib.suppress(ValueError):
-        same = list(map(operator.is_, contents, old.contents)).index(False)
+        return checked + list(
+            map(operator.is_, contents, itertools.islice(old.contents, checked, same))
+        ).index(False)
     return same
+
+
+def _frozen_from(messages: Sequence[Message], start: int) -> int:
+    """How many leading `messages` are frozen, knowing the first `start` are (the loop runs
+    over the new messages of a call: the run ends at the reminder, which is not)."""
+    for index in range(start, len(messages)):
+        if type(messages[index]) is not FrozenMessage:
+            return index
+    return len(messages)
 
 
 _CONTENT = operator.methodcaller("get", "content")
