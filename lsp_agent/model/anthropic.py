@@ -5,13 +5,31 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any
 
-from lsp_agent.messages import as_int
+from lsp_agent.messages import Message, as_int
 from lsp_agent.model import API_KEY_SETTING, wire
-from lsp_agent.model.encoding import dumps
+from lsp_agent.model.encoding import (
+    CONVERSATIONS,
+    JOIN_AFTER,
+    Seen,
+    dumps,
+    encode_object,
+    frozen_from,
+    json_parts,
+    kept,
+)
 from lsp_agent.model.http import HTTPProvider
-from lsp_agent.model.stream import Draft, Nonsense, ReplayingSink, StreamBroken, quote
+from lsp_agent.model.stream import (
+    Draft,
+    Nonsense,
+    Pacer,
+    ReplayingSink,
+    StreamBroken,
+    quote,
+)
 
 log = logging.getLogger(__name__)
 
@@ -31,23 +49,13 @@ def to_anthropic(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) ->
     system: list[dict[str, Any]] = []
     out: list[dict[str, Any]] = []
     for message in messages:
-        role = message.get("role")
-        content = message.get("content")
-        if role in ("system", "developer"):
-            text = _text_of(content)
-            if not out:
-                if text:
-                    system.append({"type": "text", "text": text})
-            else:
-                _append(out, "user", _text_blocks(text))
-        elif role == "user":
-            _append(out, "user", _user_blocks(content))
-        elif role == "assistant":
-            _append(out, "assistant", _assistant_blocks(message))
-        elif role == "tool":
-            _append(out, "user", [_tool_result(message)])
+        role, blocks = _blocks_of(message, opened=bool(out))
+        if role == "system":
+            system += blocks
+        elif role is not None:
+            _append(out, role, blocks)
     if out and out[0]["role"] != "user":
-        out.insert(0, {"role": "user", "content": [{"type": "text", "text": "(continued)"}]})
+        out.insert(0, {"role": "user", "content": [dict(_CONTINUED)]})
 
     if system:
         system[-1]["cache_control"] = dict(CACHE_BREAKPOINT)
@@ -61,6 +69,234 @@ def to_anthropic(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) ->
     if tools:
         request["tools"] = [_anthropic_tool(tool) for tool in tools]
     return request
+
+
+_CONTINUED = {"type": "text", "text": "(continued)"}
+"""The text of the user message put first when the history starts with the assistant's."""
+
+
+def _blocks_of(message: Message, *, opened: bool) -> tuple[str | None, list[dict[str, Any]]]:
+    """Where an OpenAI-format message goes in an Anthropic request ("system", or the role of
+    the message it joins; None for a role Anthropic has no place for) and its content blocks.
+    `opened` tells whether a message came before: a system message after one is the user's."""
+    role = message.get("role")
+    content = message.get("content")
+    if role in ("system", "developer"):
+        text = _text_of(content)
+        if not opened:
+            return "system", [{"type": "text", "text": text}] if text else []
+        return "user", _text_blocks(text)
+    if role == "user":
+        return "user", _user_blocks(content)
+    if role == "assistant":
+        return "assistant", _assistant_blocks(message)
+    if role == "tool":
+        return "user", [_tool_result(message)]
+    return None, []
+
+
+class AnthropicEncoder:
+    """The `messages` and `system` members of Anthropic requests as sent, each stored message
+    converted and encoded once.
+
+    `to_anthropic` converts a whole history: at a 1M-token history that is 23 ms per call with
+    old results stubbed and 59 ms sent whole, on the event loop, so a long session grew O(n²).
+    This keeps, per conversation (the object of its first message, as `RequestEncoder` does),
+    the encoded content blocks of the messages it converted, grouped into the API's messages
+    (consecutive messages of one role merged), those groups that can no longer change joined.
+    A request that is the previous one with its last message (the reminder) replaced converts
+    only its new messages; one whose history the layers rewrote is grouped again, reusing the
+    blocks of every message it still holds. The last message is always converted apart from
+    what is kept: it is the reminder, which the next request replaces.
+
+    The bytes are `dumps` of what `to_anthropic` gives (tests hold them to it): the breakpoints
+    go on the system prompt and the last two blocks, so the history's blocks are encoded
+    without one and the tail's are marked as they are sent.
+    """
+
+    def __init__(self, conversations: int = CONVERSATIONS) -> None:
+        self.conversations = conversations
+        self.converted = 0
+        """Messages converted so far (the rest were reused): what the tests read."""
+        self._cache: OrderedDict[int, _Grouped] = OrderedDict()
+
+    async def members(
+        self, messages: Sequence[Message], pacer: Pacer | None = None
+    ) -> list[tuple[str, bytes | list[bytes]]]:
+        """The request's `messages` member, in parts, then `system` when there is one."""
+        pacer = pacer or Pacer()
+        if not messages:
+            return [("messages", b"[]")]
+        old = self._cache.pop(id(messages[0]), None)
+        same = kept(old, messages) if old is not None else 0
+        if old is not None and same >= old.covered and len(messages) > old.covered:
+            state = old  # the previous request, its last message replaced
+            del state.contents[state.covered :]
+            state.messages = list(messages)
+        else:
+            state = _Grouped(messages)
+        places = {} if state is old or old is None else old.places()
+        for message in messages[state.covered : -1]:
+            await state.add(message, self._record(message, state, old, places), pacer)
+            if pacer.due():
+                await pacer.rest()
+        state.covered = len(messages) - 1
+        last = messages[-1]
+        record = self._record(last, state, old, places)
+        if record is None:
+            record = await _converted(last, bool(state.groups), pacer)
+        state.contents.append(last.get("content"))
+        state.frozen_count = frozen_from(
+            messages, min(old.frozen_count, same) if old is not None else 0
+        )
+        members = state.members(record)
+        state.join()
+        self._cache[id(messages[0])] = state
+        while len(self._cache) > self.conversations:
+            self._cache.popitem(last=False)
+        return members
+
+    def _record(
+        self,
+        message: Message,
+        state: _Grouped,
+        old: _Grouped | None,
+        places: dict[int, int],
+    ) -> _Record | None:
+        """The blocks `old` made of `message`, if it holds it unchanged with as much before it;
+        None when it must be converted (counted in `converted`)."""
+        place = places.get(id(message))
+        if old is not None and place is not None and old.same(place, message):
+            record = old.records[place]
+            if record[2] == bool(state.groups):
+                return record
+        self.converted += 1
+        return None
+
+
+_Record = tuple[str | None, list[bytes], bool]
+"""What a message became: where it goes (see `_blocks_of`), its encoded content blocks, and
+whether a message came before it (a system message's place depends on that)."""
+
+
+class _Grouped(Seen):
+    """What a conversation's last request converted: all its messages but the last."""
+
+    def __init__(self, messages: Sequence[Message]) -> None:
+        super().__init__(messages)
+        self.covered = 0
+        """How many of `messages` the groups hold (all but the last, after a request)."""
+        self.records: list[_Record] = []
+        """Per message held, what it became."""
+        self.system: list[bytes] = []
+        """The `system` member's blocks."""
+        self.groups: list[tuple[str, list[bytes]]] = []
+        """The API's messages: a role and its blocks. Only the last one can still grow."""
+        self.joined = b""
+        """The first `joined_count` groups' bytes, each followed by its comma."""
+        self.joined_count = 0
+
+    def same(self, index: int, message: Message) -> bool:
+        return self.messages[index] is message and message.get("content") is self.contents[index]
+
+    def places(self) -> dict[int, int]:
+        return {id(message): index for index, message in enumerate(self.messages[: self.covered])}
+
+    async def add(self, message: Message, record: _Record | None, pacer: Pacer) -> None:
+        """Convert `message` (or take what it became before) into the groups."""
+        if record is None:
+            record = await _converted(message, bool(self.groups), pacer)
+        self.records.append(record)
+        self.contents.append(message.get("content"))
+        role, blocks, _ = record
+        if role == "system":
+            self.system += blocks
+        elif role is not None and blocks:
+            if self.groups and self.groups[-1][0] == role:
+                self.groups[-1][1].extend(blocks)
+            else:
+                self.groups.append((role, list(blocks)))
+
+    def members(self, last: _Record) -> list[tuple[str, bytes | list[bytes]]]:
+        """The `messages` and `system` members with `last` after the groups."""
+        tail = [(role, list(blocks)) for role, blocks in self.groups[self.joined_count :]]
+        system = list(self.system)
+        role, blocks, _ = last
+        if role == "system":
+            system += blocks
+        elif role is not None and blocks:
+            if tail and tail[-1][0] == role:
+                tail[-1][1].extend(blocks)
+            else:
+                tail.append((role, list(blocks)))
+        first = self.groups[0][0] if self.joined_count else (tail[0][0] if tail else "user")
+        parts = [b"["]
+        if first != "user":
+            if self.joined_count:
+                parts += [*_group_parts("user", [_CONTINUED_BYTES]), b","]
+            else:
+                tail.insert(0, ("user", [_CONTINUED_BYTES]))
+        parts.append(self.joined)
+        _mark_last_two(tail)
+        for group in tail:
+            parts += _group_parts(*group)
+            parts.append(b",")
+        parts[-1] = b"]"
+        members: list[tuple[str, bytes | list[bytes]]] = [("messages", parts)]
+        if system:
+            system[-1] = _marked(system[-1])
+            members.append(("system", b"[" + b",".join(system) + b"]"))
+        return members
+
+    def join(self) -> None:
+        """Join the groups that trail the joined run by `JOIN_AFTER`, all but the last two
+        (the breakpoints of the next request may fall in them)."""
+        end = len(self.groups) - 2
+        if end - self.joined_count > JOIN_AFTER:
+            parts = [self.joined]
+            for group in self.groups[self.joined_count : end]:
+                parts += _group_parts(*group)
+                parts.append(b",")
+            self.joined = b"".join(parts)
+            self.joined_count = end
+
+
+async def _converted(message: Message, opened: bool, pacer: Pacer) -> _Record:
+    role, blocks = _blocks_of(message, opened=opened)
+    encoded = [await encode_object(block, pacer, message.get("role")) for block in blocks]
+    return role, encoded, opened
+
+
+def _group_parts(role: str, blocks: list[bytes]) -> list[bytes]:
+    """An API message's bytes, in parts: a large block is not copied into a string with it."""
+    parts = [_ROLE_OPENERS.get(role) or b'{"role":' + dumps(role) + b',"content":[']
+    for block in blocks:
+        parts += (block, b",")
+    parts[-1] = b"]}"
+    return parts
+
+
+def _mark_last_two(groups: list[tuple[str, list[bytes]]]) -> None:
+    """Put the breakpoint on the last two blocks, as `to_anthropic` does."""
+    marked = 0
+    for _, blocks in reversed(groups):
+        for index in range(len(blocks) - 1, -1, -1):
+            if marked == 2:
+                return
+            blocks[index] = _marked(blocks[index])
+            marked += 1
+
+
+def _marked(block: bytes) -> bytes:
+    """An encoded block (a JSON object) with the breakpoint as its last member."""
+    return block[:-1] + _BREAKPOINT_MEMBER
+
+
+_BREAKPOINT_MEMBER = b',"cache_control":' + dumps(CACHE_BREAKPOINT) + b"}"
+_CONTINUED_BYTES = dumps(_CONTINUED)
+_ROLE_OPENERS = {
+    role: b'{"role":' + dumps(role) + b',"content":[' for role in ("user", "assistant")
+}
 
 
 def _append(out: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]) -> None:
@@ -121,6 +357,8 @@ class AnthropicProvider(HTTPProvider):
         self._root = root[: -len("/v1")] if root.endswith("/v1") else root
         self.max_tokens = max_tokens
         """Anthropic requires a cap on the reply's length."""
+        self._encoder = AnthropicEncoder()
+        self._tools: tuple[list[dict[str, Any]], bytes] = ([], b"[]")
 
     def _headers(self) -> dict[str, str]:
         headers = {"anthropic-version": ANTHROPIC_VERSION}
@@ -134,15 +372,28 @@ class AnthropicProvider(HTTPProvider):
     async def _attempt(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], sink: ReplayingSink
     ) -> Draft:
-        body: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens, "stream": True}
-        body.update(to_anthropic(messages, tools))
+        body: list[tuple[str, bytes | list[bytes]]] = [
+            ("model", dumps(self.model)),
+            ("max_tokens", dumps(self.max_tokens)),
+            ("stream", b"true"),
+            *await self._encoder.members(messages),
+        ]
+        if tools:
+            body.append(("tools", self._encoded_tools(tools)))
 
         async def read(response: wire.Response) -> Draft:
             return await self._read_stream(response, sink)
 
         return await self._post(
-            f"{self._root}/v1/messages", dumps(body), read, with_tools=bool(tools)
+            f"{self._root}/v1/messages", json_parts(body), read, with_tools=bool(tools)
         )
+
+    def _encoded_tools(self, tools: list[dict[str, Any]]) -> bytes:
+        last, encoded = self._tools
+        if tools is not last and tools != last:
+            encoded = dumps([_anthropic_tool(tool) for tool in tools])
+        self._tools = (tools, encoded)
+        return encoded
 
     async def _read_stream(self, response: wire.Response, sink: ReplayingSink) -> Draft:
         draft = await self._read_events(response, sink, self._feed)

@@ -52,14 +52,23 @@ LARGE_PART = 64 * 1024
 _TextKey = tuple[tuple[str, Any], ...]
 
 
-class _Conversation:
-    """What a conversation's last request encoded, message by message."""
+class Seen:
+    """The messages of a conversation's last request, as `kept` compares the next one with."""
 
     def __init__(self, messages: Sequence[Message]) -> None:
         self.messages = list(messages)
         """The request's messages, kept alive: their `id`s key nothing else while cached."""
         self.contents: list[Any] = []
         """The object each message's `content` was when it was encoded (the mutation guard)."""
+        self.frozen_count = 0
+        """How many of the first `messages` are frozen (see `kept`)."""
+
+
+class _Conversation(Seen):
+    """What a conversation's last request encoded, message by message."""
+
+    def __init__(self, messages: Sequence[Message]) -> None:
+        super().__init__(messages)
         self.encoded: list[bytes] = []
         """Each message's bytes as sent."""
         self.by_text: dict[_TextKey, bytes] = {}
@@ -68,8 +77,6 @@ class _Conversation:
         """The opening bracket and the first `joined_count` messages' bytes, each followed by
         its comma, as one string: the parts of the next body start with it."""
         self.joined_count = 0
-        self.frozen_count = 0
-        """How many of the first `messages` are frozen (see `_kept`)."""
 
     def parts(self) -> list[bytes]:
         """The JSON array of the messages, in parts: the joined run, then one part per message
@@ -120,7 +127,7 @@ class RequestEncoder:
         if not messages:
             return [b"[]"]
         old = self._cache.pop(id(messages[0]), None) or _Conversation(())
-        same = _kept(old, messages)
+        same = kept(old, messages)
         rewritten = same < len(old.messages) - 1  # more than the old reminder was replaced
         if rewritten:
             new = _Conversation(messages)
@@ -146,7 +153,7 @@ class RequestEncoder:
             new.encoded.append(encoded)
             if pacer.due():
                 await pacer.rest()
-        new.frozen_count = _frozen_from(messages, min(old.frozen_count, same))
+        new.frozen_count = frozen_from(messages, min(old.frozen_count, same))
         self._cache[id(messages[0])] = new
         while len(self._cache) > self.conversations:
             self._cache.popitem(last=False)
@@ -169,18 +176,22 @@ class RequestEncoder:
 
     async def _encode(self, message: Message, pacer: Pacer) -> bytes:
         self.encoded += 1
-        sent = outgoing(message)
-        try:
-            if any(isinstance(v, str) and len(v) > SLICE_CHARS for v in sent.values()):
-                return await _sliced(sent, pacer)
-            return dumps(sent)
-        except UnicodeEncodeError:
-            # A lone surrogate from a source that did not repair it: sent repaired, never refused,
-            # so that one bad message cannot make every later request of the session fail.
-            cleaned, lone = clean_value(sent)
-            role = sent.get("role")
-            log.warning("a %s message held %d lone surrogate(s), sent as U+FFFD", role, lone)
-            return dumps(cleaned)
+        return await encode_object(outgoing(message), pacer, message.get("role"))
+
+
+async def encode_object(value: dict[str, Any], pacer: Pacer, role: Any) -> bytes:
+    """The bytes of one object of a request (a message, a content block), a huge string member
+    encoded in slices (`pacer`); a lone surrogate is sent as U+FFFD, never refused, so that one
+    bad message from a source that did not repair it cannot make every later request of the
+    session fail (`role` names the message in the log)."""
+    try:
+        if any(isinstance(v, str) and len(v) > SLICE_CHARS for v in value.values()):
+            return await _sliced(value, pacer)
+        return dumps(value)
+    except UnicodeEncodeError:
+        cleaned, lone = clean_value(value)
+        log.warning("a %s message held %d lone surrogate(s), sent as U+FFFD", role, lone)
+        return dumps(cleaned)
 
 
 async def _sliced(message: Message, pacer: Pacer) -> bytes:
@@ -204,7 +215,7 @@ async def _sliced(message: Message, pacer: Pacer) -> bytes:
     return json_object(members)
 
 
-def _kept(old: _Conversation, messages: Sequence[Message]) -> int:
+def kept(old: Seen, messages: Sequence[Message]) -> int:
     """How many leading `messages` are those `old` had in the same places, unchanged.
 
     A thousand-message history is checked at every call, so the check is one C-level pass over
@@ -234,7 +245,7 @@ def _kept(old: _Conversation, messages: Sequence[Message]) -> int:
     return same
 
 
-def _frozen_from(messages: Sequence[Message], start: int) -> int:
+def frozen_from(messages: Sequence[Message], start: int) -> int:
     """How many leading `messages` are frozen, knowing the first `start` are (the loop runs
     over the new messages of a call: the run ends at the reminder, which is not)."""
     for index in range(start, len(messages)):
