@@ -28,10 +28,12 @@ Two views of each history: sent whole, and with the old tool results sent as stu
 strip decision, as after `stripAt`), where the layers give every stub as a new message.
 
 `--server-path DIR` runs the server from another checkout (e.g. the code before a change), with
-the same stored sessions and the same client.
+the same stored sessions and the same client. `--dialect anthropic` has the server speak
+Anthropic's Messages API to a scripted endpoint of that dialect (the request is converted to
+Anthropic's content blocks) instead of the OpenAI-compatible one.
 
 Usage: .venv/bin/python benchmarks/overhead.py [--tokens 10000,100000,1000000] [--calls N]
-       [--pace-ms N] [--server-path DIR]
+       [--pace-ms N] [--server-path DIR] [--dialect openai|anthropic]
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ from lsp_agent.messages import estimate_tokens
 from lsp_agent.model.encoding import RequestEncoder
 from lsp_agent.session.store import SessionStore
 from tests.editor import start_editor
-from tests.fake_model import ScriptedModel, Step, reply, tool_call
+from tests.fake_model import ScriptedAnthropic, ScriptedModel, Step, reply, tool_call
 
 PLAN = {"items": [{"text": "Measure the overhead", "status": "in_progress"}]}
 
@@ -124,13 +126,17 @@ def workspace(base: Path) -> tuple[Path, Path, Path]:
     return root, state, home
 
 
-async def measure(tokens: int, calls: int, stubbed: bool, pace: float) -> dict[str, Any]:
+async def measure(
+    tokens: int, calls: int, stubbed: bool, pace: float, dialect: str
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="lsp-agent-overhead-") as temp:
         root, state, home = workspace(Path(temp))
         history = history_of(root, tokens)
         session = store_session(root, state, history, stubbed)
-        with ScriptedModel() as model:
+        endpoint = ScriptedAnthropic if dialect == "anthropic" else ScriptedModel
+        with endpoint() as model:
             settings = {
+                "provider": dialect,
                 "baseUrl": model.base_url,
                 "model": "test-model",
                 "contextWindow": max(4 * tokens, 128_000),  # no layer decides during the run
@@ -210,15 +216,15 @@ def describe(label: str, found: dict[str, Any]) -> str:
     )
 
 
-async def main_async(sizes: list[int], calls: int, pace: float) -> None:
+async def main_async(sizes: list[int], calls: int, pace: float, dialect: str) -> None:
     paced = f"deltas {pace * 1000:g} ms apart" if pace else "each reply's deltas all at once"
     print(
         "end of the model's reply → next request, through lsp-agent serve (target ≤ 2 ms at 1M); "
-        + paced
+        f"{paced}; {dialect} dialect"
     )
     for tokens in sizes:
         for stubbed in (False, True):
-            found = await measure(tokens, calls, stubbed, pace)
+            found = await measure(tokens, calls, stubbed, pace, dialect)
             label = f"{tokens // 1000}k, " + ("old results stubbed" if stubbed else "sent whole")
             print(describe(label, found), flush=True)
     print("\nthe request's messages alone, in this process (median of 30, after 5 to warm up)")
@@ -261,6 +267,7 @@ def main() -> None:
         help="milliseconds between the deltas of each reply, as a model writes them (default: "
         "all at once, so the server reads the whole reply after its last byte)",
     )
+    parser.add_argument("--dialect", choices=("openai", "anthropic"), default="openai")
     args = parser.parse_args()
     if args.server_path is not None:
         # The server is a child process: it imports lsp_agent from there first, once its working
@@ -272,7 +279,7 @@ def main() -> None:
     # This process is the instrument (the client and the endpoint's clock): a collection of its
     # own garbage (each megabyte request it parses) must not land between two timestamps.
     gc.disable()
-    asyncio.run(main_async(sizes, args.calls, args.pace_ms / 1000))
+    asyncio.run(main_async(sizes, args.calls, args.pace_ms / 1000, args.dialect))
 
 
 if __name__ == "__main__":
