@@ -109,6 +109,17 @@ class Editor:
         )
         return namespace(result)
 
+    async def tracker_ready(self, timeout: float = 60.0) -> None:
+        """Return once the workspace's change tracker has started, asking `lspAgent.status`
+        again after each answer (a hang guard of `timeout` seconds, not a timing assertion).
+
+        For stories about what happens between two turns: a turn that ends while the tracker
+        is still starting (a loaded machine can take seconds) takes a snapshot that says what
+        it could not see, which is another story."""
+        async with asyncio.timeout(timeout):
+            while not (await self.command("lspAgent.status", {})).changes.ready:
+                pass
+
     def open(self, rel: str, text: str | None = None, language: str = "plaintext") -> None:
         """The user opens a file (optionally with unsaved text different from the disk)."""
         if text is None:

@@ -135,6 +135,7 @@ async def test_a_branch_switch_is_one_line_not_a_flood(
     git(workspace, "commit", "-q", "-m", "feature work")
     git(workspace, "checkout", "-q", "main")
     async with launch("visual-studio-code", settings_for(model)) as editor:
+        await editor.tracker_ready()  # the first turn's snapshot knows the branch it ends on
         model.add(reply("on main"))
         await editor.ask("where are we?")
 
