@@ -651,7 +651,8 @@ class Client:
             else:
                 writer.write(head)
             for part in parts:
-                writer.write(part)
+                # A view: what the socket does not take at once is kept without a copy first.
+                writer.write(memoryview(part) if len(part) > SMALL_BODY else part)
             async with asyncio.timeout(self._write_timeout):
                 await writer.drain()
         except TimeoutError:
