@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from lsp_agent.config import Settings
@@ -192,8 +192,30 @@ def test_a_decision_keeps_the_request_valid_and_the_head_and_the_tail(
     ), "cheapest layer first"
 
 
+def _call(n: int) -> Message:
+    function = {"name": "write_file", "arguments": '{"path": "a.py", "content": ""}'}
+    call = {"id": f"call_{n}", "type": "function", "function": function}
+    return {"role": "assistant", "content": "Let me look.", "tool_calls": [call]}
+
+
+SAVES_A_BYTE: list[Message] = [
+    {"role": "system", "content": "system aaa"},
+    {"role": "user", "content": "first"},
+    {"role": "user", "content": "prompt " + "a" * 127},
+    _call(0),
+    {"role": "tool", "tool_call_id": "call_0", "content": "<untrusted>result " + "a" * 130},
+    _call(1),
+    {"role": "tool", "tool_call_id": "call_1", "content": "<untrusted>result " + "a" * 982},
+    {"role": "user", "content": "prompt"},
+    {"role": "user", "content": "prompt"},
+]
+"""Found by the property below: a hand-off note that made the request a few bytes shorter and
+not one token, which compaction applied (a model call and a broken cache for nothing)."""
+
+
 @PROPERTY
 @given(history=histories(), target_share=st.floats(0.05, 1.2), note=st.integers(1, 3000))
+@example(history=SAVES_A_BYTE, target_share=0.5, note=567)
 def test_each_layer_reaches_its_target_unless_only_untouchable_messages_remain(
     history: list[Message], target_share: float, note: int
 ) -> None:

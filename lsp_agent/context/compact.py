@@ -103,7 +103,8 @@ class Compact:
         cut = self._cut(view, note, cuts, goal)
         state = dataclasses.replace(view.state, note=note, note_from=cut)
         after = view.rewritten(self.name, state)
-        return after if after.bytes < view.bytes else None
+        # A note that saves less than a token is not worth the cache it breaks.
+        return after if after.tokens < view.tokens else None
 
     async def write_note(self, view: View) -> str:
         """Ask the model for the hand-off note of what `view` sends (raises `CompactionError`)."""
