@@ -196,9 +196,6 @@ class _Grouped(Seen):
         """The first `joined_count` groups' bytes, each followed by its comma."""
         self.joined_count = 0
 
-    def same(self, index: int, message: Message) -> bool:
-        return self.messages[index] is message and message.get("content") is self.contents[index]
-
     def places(self) -> dict[int, int]:
         return {id(message): index for index, message in enumerate(self.messages[: self.covered])}
 

@@ -63,6 +63,10 @@ class Seen:
         self.frozen_count = 0
         """How many of the first `messages` are frozen (see `kept`)."""
 
+    def same(self, index: int, message: Message) -> bool:
+        """Whether `message` is the one this request had at `index`, unchanged."""
+        return self.messages[index] is message and message.get("content") is self.contents[index]
+
 
 class _Conversation(Seen):
     """What a conversation's last request encoded, message by message."""
@@ -98,10 +102,6 @@ class _Conversation(Seen):
             self.joined_count = len(encoded) - 1
         parts[-1] = b"]"
         return parts
-
-    def same(self, index: int, message: Message) -> bool:
-        """Whether `message` is the one this request had at `index`, unchanged."""
-        return self.messages[index] is message and message.get("content") is self.contents[index]
 
 
 class RequestEncoder:
