@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,6 +13,7 @@ from lsp_agent.model import API_KEY_SETTING, wire
 from lsp_agent.model.encoding import (
     CONVERSATIONS,
     JOIN_AFTER,
+    Recent,
     Seen,
     dumps,
     encode_object,
@@ -115,10 +115,9 @@ class AnthropicEncoder:
     """
 
     def __init__(self, conversations: int = CONVERSATIONS) -> None:
-        self.conversations = conversations
+        self.conversations: Recent[_Grouped] = Recent(conversations)
         self.converted = 0
         """Messages converted so far (the rest were reused): what the tests read."""
-        self._cache: OrderedDict[int, _Grouped] = OrderedDict()
 
     async def members(
         self, messages: Sequence[Message], pacer: Pacer | None = None
@@ -127,7 +126,7 @@ class AnthropicEncoder:
         pacer = pacer or Pacer()
         if not messages:
             return [("messages", b"[]")]
-        old = self._cache.pop(id(messages[0]), None)
+        old = self.conversations.take(messages)
         same = kept(old, messages) if old is not None else 0
         if old is not None and same >= old.covered and len(messages) > old.covered:
             state = old  # the previous request, its last message replaced
@@ -135,7 +134,7 @@ class AnthropicEncoder:
             state.messages = list(messages)
         else:
             state = _Grouped(messages)
-        places = {} if state is old or old is None else old.places()
+        places = {} if state is old or old is None else old.places(old.covered)
         for message in messages[state.covered : -1]:
             await state.add(message, self._record(message, state, old, places), pacer)
             if pacer.due():
@@ -151,9 +150,7 @@ class AnthropicEncoder:
         )
         members = state.members(record)
         state.join()
-        self._cache[id(messages[0])] = state
-        while len(self._cache) > self.conversations:
-            self._cache.popitem(last=False)
+        self.conversations.keep(messages, state)
         return members
 
     def _record(
@@ -195,9 +192,6 @@ class _Grouped(Seen):
         self.joined = b""
         """The first `joined_count` groups' bytes, each followed by its comma."""
         self.joined_count = 0
-
-    def places(self) -> dict[int, int]:
-        return {id(message): index for index, message in enumerate(self.messages[: self.covered])}
 
     async def add(self, message: Message, record: _Record | None, pacer: Pacer) -> None:
         """Convert `message` (or take what it became before) into the groups."""

@@ -31,7 +31,7 @@ import logging
 import operator
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from lsp_agent.messages import FrozenMessage, Message, clean_value
 from lsp_agent.model.stream import Pacer
@@ -50,6 +50,25 @@ LARGE_PART = 64 * 1024
 `json_parts`)."""
 
 _TextKey = tuple[tuple[str, Any], ...]
+_S = TypeVar("_S", bound="Seen")
+
+
+class Recent(Generic[_S]):
+    """What each conversation's last request left (keyed by the object of its first message,
+    the session's system prompt), the `size` most recently used kept."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._kept: OrderedDict[int, _S] = OrderedDict()
+
+    def take(self, messages: Sequence[Message]) -> _S | None:
+        """The conversation of `messages`, out of the cache until `keep` puts it back."""
+        return self._kept.pop(id(messages[0]), None)
+
+    def keep(self, messages: Sequence[Message], seen: _S) -> None:
+        self._kept[id(messages[0])] = seen
+        while len(self._kept) > self.size:
+            self._kept.popitem(last=False)
 
 
 class Seen:
@@ -66,6 +85,10 @@ class Seen:
     def same(self, index: int, message: Message) -> bool:
         """Whether `message` is the one this request had at `index`, unchanged."""
         return self.messages[index] is message and message.get("content") is self.contents[index]
+
+    def places(self, end: int | None = None) -> dict[int, int]:
+        """Where each of the first `end` messages stood, by its `id`."""
+        return {id(message): index for index, message in enumerate(self.messages[:end])}
 
 
 class _Conversation(Seen):
@@ -108,12 +131,10 @@ class RequestEncoder:
     """Encodes the messages of requests, reusing the bytes of messages sent before."""
 
     def __init__(self, conversations: int = CONVERSATIONS) -> None:
-        self.conversations = conversations
-        """How many conversations keep their encoded messages."""
+        self.conversations: Recent[_Conversation] = Recent(conversations)
+        """The conversations that keep their encoded messages."""
         self.encoded = 0
         """Messages encoded so far (the rest were reused): what the tests and benchmarks read."""
-        self._cache: OrderedDict[int, _Conversation] = OrderedDict()
-        """Per conversation (keyed by the `id` of its first message): its last request."""
 
     async def messages(
         self, messages: Sequence[Message], pacer: Pacer | None = None
@@ -126,14 +147,14 @@ class RequestEncoder:
         pacer = pacer or Pacer()
         if not messages:
             return [b"[]"]
-        old = self._cache.pop(id(messages[0]), None) or _Conversation(())
+        old = self.conversations.take(messages) or _Conversation(())
         same = kept(old, messages)
         rewritten = same < len(old.messages) - 1  # more than the old reminder was replaced
         if rewritten:
             new = _Conversation(messages)
             new.contents = old.contents[:same]
             new.encoded = old.encoded[:same]
-            places = {id(m): i for i, m in enumerate(old.messages)}
+            places = old.places()
         else:
             # The previous request with its reminder replaced: its lists are cut where the new
             # messages start rather than copied (at a thousand messages a copy touches more
@@ -154,9 +175,7 @@ class RequestEncoder:
             if pacer.due():
                 await pacer.rest()
         new.frozen_count = frozen_from(messages, min(old.frozen_count, same))
-        self._cache[id(messages[0])] = new
-        while len(self._cache) > self.conversations:
-            self._cache.popitem(last=False)
+        self.conversations.keep(messages, new)
         return new.parts()
 
     async def _rewritten(
