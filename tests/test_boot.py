@@ -8,6 +8,7 @@ fails here before an editor sees it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -95,12 +96,18 @@ class Capture:
 
 
 def answers(message: Any) -> list[dict[str, Any]]:
-    """Every message the server writes when it receives `message` first, in this process."""
-    server = create_server()
-    out = Capture()
-    server.attach(out)
-    server.receive(message)
-    return [body for _, body in split_frames(bytes(out.data))]
+    """Every message the server writes when it receives `message` first, in this process (on
+    an event loop of its own, as the connection runs it)."""
+
+    async def receive() -> bytes:
+        server = create_server()
+        out = Capture()
+        server.attach(out)
+        server.receive(message)
+        await server.close()
+        return bytes(out.data)
+
+    return [body for _, body in split_frames(asyncio.run(receive()))]
 
 
 def expected_encoding(capabilities: dict[str, Any]) -> str:
@@ -332,30 +339,54 @@ def test_a_stray_print_while_the_server_loads_goes_to_stderr_not_to_the_editor(
     assert len(responses_to(1, written)) == 1
 
 
-def test_the_agent_is_loaded_before_initialize_is_answered(tmp_path: Path) -> None:
-    """The first ask must not wait for imports: they are done once `initialize` is answered."""
+def test_the_agent_loads_as_soon_as_initialize_is_answered(tmp_path: Path) -> None:
+    """`initialize` is answered once pygls is loaded; the agent stack loads right after, without
+    waiting for `initialized` or a first command, so the first ask finds it loaded."""
     probe = (
         "import sys\n"
         "from lsp_agent.lsp import boot, server\n"
         "from lsp_agent.lsp.connection import end_process\n"
-        "answer = server.AgentServer.initialize\n"
-        "def initialize(self, params):\n"
-        "    result = answer(self, params)\n"
-        "    result['loaded'] = [m for m in server.AGENT_MODULES if m in sys.modules]\n"
-        "    return result\n"
-        "server.AgentServer.initialize = initialize\n"
+        "load = server.import_agent\n"
+        "def import_agent():\n"
+        "    load()\n"
+        "    loaded = [m for m in server.AGENT_MODULES if m in sys.modules]\n"
+        "    sys.stderr.write(f'loaded {loaded}\\n')\n"
+        "    sys.stderr.flush()\n"
+        "server.import_agent = import_agent\n"
         "end_process(boot.serve_stdio())\n"
     )
-    written = session(probe, [initialize({})], tmp_path)
-    ((_, body),) = responses_to(1, written)
-    assert body["result"]["loaded"] == list(AGENT_MODULES)
+    state, home = tmp_path / "state", tmp_path / "home"
+    state.mkdir()
+    home.mkdir()
+    server = subprocess.Popen(
+        [sys.executable, "-c", probe],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=server_env(state, home),
+    )
+    assert server.stdin is not None
+    assert server.stderr is not None
+    try:
+        server.stdin.write(frame(initialize({})))
+        server.stdin.flush()
+        # Only `initialize` was sent: the stack loads all the same.
+        while line := server.stderr.readline():
+            if line.startswith(b"loaded "):
+                assert line.decode().strip() == f"loaded {list(AGENT_MODULES)}"
+                break
+        else:
+            raise AssertionError("the server ended without loading the agent")
+    finally:
+        server.kill()
+        server.wait()
 
 
 def test_a_certificate_setting_that_names_no_file_does_not_stop_the_server(
     tmp_path: Path,
 ) -> None:
-    """The certificates are loaded before `initialize` is answered; a bad `SSL_CERT_FILE` is the
-    first request's error to report, not a server that never starts."""
+    """The certificates are loaded while the server starts; a bad `SSL_CERT_FILE` is the first
+    request's error to report, not a server that never starts."""
     missing = str(tmp_path / "no-such-bundle.pem")
     written = session(SERVE, [initialize({})], tmp_path, SSL_CERT_FILE=missing)
     assert len(responses_to(1, written)) == 1

@@ -4,9 +4,9 @@ capabilities of every client pytest-lsp has recorded and a bare client: `documen
 `changes`, versions, annotations and `needsConfirmation` per mode, creates and deletes, and
 positions in every encoding, applied by the scripted editor's own code (tests/editor.py).
 
-The server builds its messages as plain JSON; here each is read back through lsprotocol (the
-LSP's own types, generated from the specification's model), so a misspelt member or a wrong
-shape fails."""
+The server builds its edits as lsprotocol's types; here each goes to its wire form and is read
+back as the type it must be (the LSP's own types, generated from the specification's model), so
+a member that would not survive the wire fails."""
 
 from __future__ import annotations
 
@@ -54,13 +54,13 @@ CONVERTER = get_converter()
 @functools.cache
 def caps(client: str) -> EditCapabilities:
     capabilities = BARE if client == "bare" else client_capabilities(client)
-    return EditCapabilities.of(CONVERTER.unstructure(capabilities))
+    return EditCapabilities.of(capabilities)
 
 
 def workspace_edit(proposal: EditProposal, caps: EditCapabilities, encoding: str) -> Any:
-    """The server's WorkspaceEdit, read as the LSP type it must be."""
+    """The server's WorkspaceEdit, as the editor reads it off the wire."""
     edit = port.workspace_edit(proposal, caps, encoding)
-    return CONVERTER.structure(edit, types.WorkspaceEdit)
+    return CONVERTER.structure(CONVERTER.unstructure(edit), types.WorkspaceEdit)
 
 
 def proposal(*changes: FileChange, review: bool = True) -> EditProposal:

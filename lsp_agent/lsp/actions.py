@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+
+from lsprotocol import types
 
 from lsp_agent.lsp import names
 
@@ -19,40 +20,38 @@ MAX_DIAGNOSTIC_ACTIONS = 3
 """Problems offered a "fix" action each, at most (the first ones the client sent)."""
 
 
-QUICK_FIX = "quickfix"
-REFACTOR = "refactor"
-KINDS = (QUICK_FIX, REFACTOR)
-"""The kinds of code action lsp-agent offers (`CodeActionKind`s)."""
+QUICK_FIX = types.CodeActionKind.QuickFix.value
+REFACTOR = types.CodeActionKind.Refactor.value
+KINDS = (types.CodeActionKind.QuickFix, types.CodeActionKind.Refactor)
+"""The kinds of code action lsp-agent offers."""
 
 
 def code_actions(
-    params: dict[str, Any],
+    params: types.CodeActionParams,
     templates: Sequence[Mapping[str, str]],
     rel: str,
     selected: str,
-) -> list[dict[str, Any]]:
-    """The actions for a code-action request (its params, as `protocol.PARAMS` checked them)
-    on the file `rel` (`selected`: its text in the request's range)."""
-    context = params["context"]
-    only = context.get("only")
-    if only is not None and not _wanted(only):
+) -> list[types.CodeAction]:
+    """The actions for a code-action request on the file `rel` (`selected`: its text in the
+    request's range)."""
+    context = params.context
+    if context.only is not None and not _wanted([_kind(kind) for kind in context.only]):
         return []
-    uri = params["textDocument"]["uri"]
-    range_ = params["range"]
-    line = range_["start"]["line"] + 1
-    diagnostics = list(context["diagnostics"])[:MAX_DIAGNOSTIC_ACTIONS]
-    actions: list[dict[str, Any]] = []
+    uri = params.text_document.uri
+    line = params.range.start.line + 1
+    diagnostics = list(context.diagnostics)[:MAX_DIAGNOSTIC_ACTIONS]
+    actions: list[types.CodeAction] = []
     for template in templates:
         prompt = template["prompt"]
         if "{diagnostic}" in prompt:
             for diagnostic in diagnostics:
-                at = diagnostic["range"]
-                text = _fill(prompt, rel, at["start"]["line"] + 1, selected, _describe(diagnostic))
-                title = f"{template['title']}: {_first_line(diagnostic['message'])}"
-                actions.append(_action(title, text, uri, at, [diagnostic], quickfix=True))
+                at = diagnostic.range
+                text = _fill(prompt, rel, at.start.line + 1, selected, _describe(diagnostic))
+                title = f"{template['title']}: {_first_line(diagnostic.message)}"
+                actions.append(_action(title, text, uri, at, [diagnostic]))
             continue
         text = _fill(prompt, rel, line, selected, "")
-        actions.append(_action(template["title"], text, uri, range_))
+        actions.append(_action(template["title"], text, uri, params.range))
     return actions
 
 
@@ -60,30 +59,34 @@ def _action(
     title: str,
     prompt: str,
     uri: str,
-    range_: dict[str, Any],
-    diagnostics: list[dict[str, Any]] | None = None,
-    *,
-    quickfix: bool = False,
-) -> dict[str, Any]:
-    start, end = range_["start"], range_["end"]
+    range_: types.Range,
+    diagnostics: list[types.Diagnostic] | None = None,
+) -> types.CodeAction:
+    start, end = range_.start, range_.end
     argument = {
         "prompt": prompt,
         "uri": uri,
         "range": {
-            "start": {"line": start["line"], "character": start["character"]},
-            "end": {"line": end["line"], "character": end["character"]},
+            "start": {"line": start.line, "character": start.character},
+            "end": {"line": end.line, "character": end.character},
         },
     }
-    action: dict[str, Any] = {"title": title, "kind": QUICK_FIX if quickfix else REFACTOR}
-    if diagnostics is not None:
-        action["diagnostics"] = diagnostics
-    action["command"] = {"title": title, "command": names.START, "arguments": [argument]}
-    return action
+    return types.CodeAction(
+        title=title,
+        kind=types.CodeActionKind.QuickFix if diagnostics else types.CodeActionKind.Refactor,
+        diagnostics=diagnostics,
+        command=types.Command(title=title, command=names.START, arguments=[argument]),
+    )
+
+
+def _kind(kind: types.CodeActionKind | str) -> str:
+    return kind.value if isinstance(kind, types.CodeActionKind) else kind
 
 
 def _wanted(only: Sequence[str]) -> bool:
     """Whether a request restricted to `only` kinds can take ours (quick fixes, refactors)."""
-    return any(kind == "" or any(o.startswith(kind) for o in KINDS) for kind in only)
+    ours = (QUICK_FIX, REFACTOR)
+    return any(kind == "" or any(o.startswith(kind) for o in ours) for kind in only)
 
 
 def _fill(template: str, rel: str, line: int, selected: str, diagnostic: str) -> str:
@@ -94,12 +97,12 @@ def _fill(template: str, rel: str, line: int, selected: str, diagnostic: str) ->
     return text
 
 
-def _describe(diagnostic: dict[str, Any]) -> str:
-    start = diagnostic["range"]["start"]
-    where = f"line {start['line'] + 1}, column {start['character'] + 1}"
-    source = f"{diagnostic['source']}: " if diagnostic.get("source") else ""
-    code = f" [{diagnostic['code']}]" if diagnostic.get("code") is not None else ""
-    return f"{source}{diagnostic['message']}{code} ({where})"
+def _describe(diagnostic: types.Diagnostic) -> str:
+    start = diagnostic.range.start
+    where = f"line {start.line + 1}, column {start.character + 1}"
+    source = f"{diagnostic.source}: " if diagnostic.source else ""
+    code = f" [{diagnostic.code}]" if diagnostic.code is not None else ""
+    return f"{source}{diagnostic.message}{code} ({where})"
 
 
 def _first_line(text: str) -> str:

@@ -1,10 +1,10 @@
-"""`lsp-agent serve` on stdio: a server that is ready for its first ask once it has answered
-`initialize`.
+"""`lsp-agent serve` on stdio: `initialize` answered as soon as pygls is loaded, and the agent
+stack loaded right after, while the editor finishes its own start.
 
-The agent stack (the turn loop, the tools, the model's HTTP client) is imported before the first
-message is read: about a third of a second on a 2-core machine, well inside the half second an
-editor should wait for `initialize`, and nothing is left to load when the user's first ask comes
-(DESIGN.md §8: it reaches the model within 150 ms of `initialized`).
+pygls and lsprotocol (every LSP type an attrs class) take most of the first half second; the
+agent stack (the turn loop, the tools, the model's HTTP client) and the certificates are loaded
+in a worker thread once `initialize` is answered (`server.AgentServer.initialize`), so the
+server is ready for its first ask a moment later, long before a user has typed one.
 """
 
 from __future__ import annotations
@@ -19,7 +19,5 @@ def serve_stdio() -> int:
     sys.stdout = sys.stderr
     from lsp_agent.lsp.app import create_server
     from lsp_agent.lsp.connection import serve
-    from lsp_agent.lsp.server import import_agent
 
-    import_agent()
     return serve(create_server(), stdin, stdout)

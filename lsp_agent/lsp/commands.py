@@ -18,10 +18,14 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams, JsonRpcInvalidRequest, JsonRpcRequestCancelled
+from pygls.uris import to_fs_path
+
 from lsp_agent import __version__
 from lsp_agent.config import load_settings
 from lsp_agent.errors import ToolError, UserError
-from lsp_agent.lsp import names, positions, protocol
+from lsp_agent.lsp import names, positions
 from lsp_agent.lsp.arguments import (
     ArgumentError,
     AskArguments,
@@ -30,9 +34,6 @@ from lsp_agent.lsp.arguments import (
     session_argument,
     undo_arguments,
 )
-from lsp_agent.lsp.port import ERROR, INFO
-from lsp_agent.lsp.rpc import invalid_params, invalid_request
-from lsp_agent.lsp.uris import to_fs_path
 from lsp_agent.tools.stats import EditStats, combined
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ Command = Callable[..., Awaitable[Any]]
 work_done_token: contextvars.ContextVar[Token | None] = contextvars.ContextVar(
     "work_done_token", default=None
 )
-"""The `workDoneToken` of the `workspace/executeCommand` request being handled (each request
+"""The `workDoneToken` of the `workspace/executeCommand` request being handled (each command
 runs as its own task, in its own context)."""
 
 ENDED = {
@@ -74,11 +75,9 @@ ANSWER_IN_MESSAGE = 1500
 
 
 def register(ls: AgentServer) -> None:
-    """Register every `lspAgent.*` command on the server, and `workspace/executeCommand`."""
+    """Register every `lspAgent.*` command on the server."""
     turns = Turns(ls)
-    commands: dict[str, Command] = {}
-    ls.on_request(protocol.EXECUTE_COMMAND)(partial(_execute, commands))
-    command = partial(_into, commands)
+    command = partial(_command, ls)
 
     @command(names.ASK)
     async def ask(*arguments: Any) -> dict[str, Any]:
@@ -189,26 +188,32 @@ def register(ls: AgentServer) -> None:
         }
 
 
-def _into(commands: dict[str, Command], name: str) -> Callable[[Command], Command]:
-    """A decorator that enters its function in `commands` as the command `name`."""
+def _command(ls: AgentServer, name: str) -> Callable[[Command], Command]:
+    """A decorator that registers its function as the command `name` with pygls.
 
-    def enter(handler: Command) -> Command:
-        commands[name] = handler
+    The command runs as its request's own task: `$/cancelRequest` for the request cancels it
+    (and a turn it waits for), and it then answers the specification's "request cancelled".
+    Its arguments arrive as the editor sent them (`arguments.py` checks them).
+    """
+
+    def register(handler: Command) -> Command:
+        async def run(*arguments: Any) -> Any:
+            msg_id = ls.protocol.msg_id
+            work_done_token.set(ls.work_done_tokens.pop(msg_id, None))
+            task = asyncio.current_task()
+            if msg_id is not None and task is not None:
+                ls.running[msg_id] = task
+            try:
+                return await handler(*arguments)
+            except asyncio.CancelledError:
+                raise JsonRpcRequestCancelled(f"{name} {msg_id!r} was cancelled") from None
+            finally:
+                ls.running.pop(msg_id, None)
+
+        ls.command(name)(run)
         return handler
 
-    return enter
-
-
-async def _execute(commands: dict[str, Command], params: dict[str, Any]) -> Any:
-    """`workspace/executeCommand`, run as the request's own task: a `$/cancelRequest` for the
-    request lands in the command as `CancelledError` (and a turn it waits for is cancelled)."""
-    handler = commands.get(params["command"])
-    if handler is None:
-        raise invalid_params(
-            f"unknown command {params['command']!r}: lsp-agent offers " + ", ".join(names.COMMANDS)
-        )
-    work_done_token.set(params.get("workDoneToken"))
-    return await handler(*(params.get("arguments") or []))
+    return register
 
 
 class Turns:
@@ -235,7 +240,7 @@ class Turns:
         ls.progress_sessions[token] = session.id
         ls.port.report(
             token,
-            {"kind": "begin", "title": "lsp-agent", "message": prompt[:100], "cancellable": True},
+            types.WorkDoneProgressBegin(title="lsp-agent", message=prompt[:100], cancellable=True),
         )
 
     async def follow(self, agent: Agent, session: Session, token: Token | None) -> TurnResult:
@@ -247,7 +252,7 @@ class Turns:
             if token is not None:
                 ls.port.progress.pop(session.id, None)
                 ls.progress_sessions.pop(token, None)
-                ls.port.report(token, {"kind": "end", "message": "done"})
+                ls.port.report(token, types.WorkDoneProgressEnd(message="done"))
         if not ls.client.shows_answers:
             await self._show_answer(agent, result)
         return result
@@ -255,16 +260,20 @@ class Turns:
     async def _made_token(self) -> Token | None:
         """A progress token of the server's, for clients that show progress and sent none."""
         ls = self.ls
-        if ls.client.shows_answers or ls.capability("window", "workDoneProgress") is not True:
+        window = ls.capabilities.window
+        if ls.client.shows_answers or window is None or window.work_done_progress is not True:
             return None
         token = f"lsp-agent-turn-{next(self._tokens)}"
         try:
             async with asyncio.timeout(PROGRESS_CREATE_WAIT_S):
-                await ls.port.request(protocol.PROGRESS_CREATE, {"token": token})
+                await ls.port.request(
+                    types.WINDOW_WORK_DONE_PROGRESS_CREATE,
+                    types.WorkDoneProgressCreateParams(token=token),
+                )
         except TimeoutError:  # withdrawn: the turn must not wait on a client that never answers
             log.warning(
                 "lsp-agent: no answer to %s in %.0f s; the turn runs without progress",
-                protocol.PROGRESS_CREATE,
+                types.WINDOW_WORK_DONE_PROGRESS_CREATE,
                 PROGRESS_CREATE_WAIT_S,
             )
             return None
@@ -283,18 +292,21 @@ class Turns:
         document = await asyncio.to_thread(_answer_file, agent, result, text)
         shown = False
         # Neovim 0.7 says `showDocument: {support: false}`: only `support` counts.
-        if ls.capability("window", "showDocument", "support") is True:
+        window = ls.capabilities.window
+        if window is not None and window.show_document is not None and window.show_document.support:
             try:
                 answer = await ls.port.request(
-                    protocol.SHOW_DOCUMENT, {"uri": document.as_uri(), "takeFocus": False}
+                    types.WINDOW_SHOW_DOCUMENT,
+                    types.ShowDocumentParams(uri=document.as_uri(), take_focus=False),
                 )
-                shown = isinstance(answer, dict) and answer.get("success") is True
+                shown = isinstance(answer, types.ShowDocumentResult) and answer.success
             except Exception as error:
                 log.info("lsp-agent: the answer document was not shown: %r", error)
         message = text if len(text) <= ANSWER_IN_MESSAGE else text[:ANSWER_IN_MESSAGE] + "…"
         if len(text) > ANSWER_IN_MESSAGE or not shown:
             message += f"\n\n(the whole answer: {document})"
-        ls.show_message(ERROR if result.status == "failed" else INFO, ls.in_client_words(message))
+        kind = types.MessageType.Error if result.status == "failed" else types.MessageType.Info
+        ls.show_message(kind, ls.in_client_words(message))
 
 
 def _answer_file(agent: Agent, result: TurnResult, text: str) -> Path:
@@ -343,7 +355,7 @@ async def _selection(ls: AgentServer, agent: Agent, args: AskArguments) -> Selec
         path = agent.workspace.resolve(str(_path_of(args.uri)))
         document = await agent.workspace_document(path)
     except ToolError as error:
-        raise invalid_params(f"uri: {error.message}") from None
+        raise JsonRpcInvalidParams(f"Invalid Params: uri: {error.message}") from None
     if args.range is None:
         return Selection(path)
     return selection_of(document.text, args.range, ls.position_encoding, path)
@@ -352,7 +364,7 @@ async def _selection(ls: AgentServer, agent: Agent, args: AskArguments) -> Selec
 def _path_of(uri: str) -> Path:
     fs_path = to_fs_path(uri)
     if not fs_path:
-        raise invalid_params(f"not a file URI: {uri!r}")
+        raise JsonRpcInvalidParams(f"Invalid Params: not a file URI: {uri!r}")
     return Path(fs_path).resolve()
 
 
@@ -389,7 +401,7 @@ def _checked(parse: Callable[[], T]) -> T:
     try:
         return parse()
     except ArgumentError as error:
-        raise invalid_params(error) from None
+        raise JsonRpcInvalidParams(f"Invalid Params: {error}") from None
 
 
 def _user_errors(ls: AgentServer, call: Callable[[], T]) -> T:
@@ -397,14 +409,14 @@ def _user_errors(ls: AgentServer, call: Callable[[], T]) -> T:
     try:
         return call()
     except UserError as error:
-        raise invalid_request(ls.in_client_words(str(error))) from None
+        raise JsonRpcInvalidRequest(ls.in_client_words(str(error))) from None
 
 
 async def _user_errors_async(ls: AgentServer, awaitable: Awaitable[T]) -> T:
     try:
         return await awaitable
     except UserError as error:
-        raise invalid_request(ls.in_client_words(str(error))) from None
+        raise JsonRpcInvalidRequest(ls.in_client_words(str(error))) from None
 
 
 def selection_of(text: str, range_: Range, encoding: str, path: Path) -> Selection:

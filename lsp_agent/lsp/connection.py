@@ -340,8 +340,14 @@ class _Writer:
         self._write_blocking(data)
 
     def _write_blocking(self, data: bytes) -> None:
-        self._stream.write(data)
-        self._stream.flush()
+        if self._broken:
+            return
+        try:
+            self._stream.write(data)
+            self._stream.flush()
+        except (OSError, ValueError):  # the pipe is closed: the editor has gone
+            log.warning("lsp-agent: the editor's end of the connection is closed")
+            self._broken = True
 
     def _write_now(self, data: bytes) -> None:
         """On the loop: queue `data` after what waits. The messages of one stretch of the

@@ -13,8 +13,9 @@ disk until the editor opens it again.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
 from urllib.parse import unquote
+
+from lsprotocol import types
 
 from lsp_agent.lsp import positions
 from lsp_agent.text import split_lines
@@ -41,14 +42,15 @@ class Buffer:
         self._lines = split_lines(text)
         self._text = text
 
-    def edit(self, start: dict[str, int], end: dict[str, int], text: str, encoding: str) -> None:
-        """Replace the range [start, end) by `text`; `ValueError` when the range cannot be
-        applied (it ends before it starts, or a position falls inside a character)."""
+    def edit(self, range_: types.Range, text: str, encoding: str) -> None:
+        """Replace `range_` by `text`; `ValueError` when the range cannot be applied (it ends
+        before it starts, or a position falls inside a character)."""
         lines = self._lines
-        first = self._locate(start["line"], start["character"], encoding)
-        last = self._locate(end["line"], end["character"], encoding)
+        start, end = range_.start, range_.end
+        first = self._locate(start.line, start.character, encoding)
+        last = self._locate(end.line, end.character, encoding)
         if last < first:
-            raise ValueError(f"the range ends before it starts: {start} → {end}")
+            raise ValueError(f"the range ends before it starts: {range_}")
         (a_line, a_at), (b_line, b_at) = first, last
         middle = (
             (lines[a_line][:a_at] if a_line < len(lines) else "")
@@ -96,7 +98,11 @@ class Buffers:
         self._open.pop(unquote(uri), None)
 
     def change(
-        self, uri: str, version: int | None, changes: Sequence[dict[str, Any]], encoding: str
+        self,
+        uri: str,
+        version: int | None,
+        changes: Sequence[types.TextDocumentContentChangeEvent],
+        encoding: str,
     ) -> str | None:
         """Apply a `didChange`; None when applied, else why the buffer was dropped."""
         positions.check_encoding(encoding)
@@ -105,12 +111,11 @@ class Buffers:
         if buffer is None:
             return None  # a change of a buffer never opened: nothing here to keep in step
         for change in changes:
-            range_ = change.get("range")
             try:
-                if range_ is None:
-                    buffer.replace(change["text"])
+                if isinstance(change, types.TextDocumentContentChangePartial):
+                    buffer.edit(change.range, change.text, encoding)
                 else:
-                    buffer.edit(range_["start"], range_["end"], change["text"], encoding)
+                    buffer.replace(change.text)
             except ValueError as error:
                 del self._open[key]
                 return str(error)

@@ -16,13 +16,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from lsp_agent.lsp import names, positions, protocol
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+from pygls.progress import Progress
+
+from lsp_agent.lsp import names, positions
 from lsp_agent.lsp.arguments import ClientOptions
 from lsp_agent.lsp.documents import Buffer
-from lsp_agent.lsp.rpc import Peer, RpcError
 from lsp_agent.port import Document, EditOutcome, EditProposal, wait_until
 
 ANNOTATION_ID = "lsp-agent"
+
+ProgressValue = (
+    types.WorkDoneProgressBegin | types.WorkDoneProgressReport | types.WorkDoneProgressEnd
+)
+"""What one `$/progress` notification carries."""
 
 
 @dataclass(frozen=True)
@@ -38,26 +46,19 @@ class EditCapabilities:
     """`changeAnnotationSupport`."""
 
     @classmethod
-    def of(cls, capabilities: dict[str, Any]) -> EditCapabilities:
-        """From the client's `initialize` capabilities (what is not as LSP says counts as no)."""
-        edit = _member(_member(capabilities, "workspace"), "workspaceEdit")
-        if not edit:
+    def of(cls, capabilities: types.ClientCapabilities) -> EditCapabilities:
+        """From the client's `initialize` capabilities."""
+        workspace = capabilities.workspace
+        edit = workspace.workspace_edit if workspace is not None else None
+        if edit is None:
             return cls()
-        operations = edit.get("resourceOperations")
-        if not isinstance(operations, list):
-            operations = []
+        operations = list(edit.resource_operations or [])
         return cls(
-            document_changes=edit.get("documentChanges") is True or bool(operations),
-            create="create" in operations,
-            delete="delete" in operations,
-            annotations=bool(edit.get("changeAnnotationSupport")),
+            document_changes=edit.document_changes is True or bool(operations),
+            create=types.ResourceOperationKind.Create in operations,
+            delete=types.ResourceOperationKind.Delete in operations,
+            annotations=bool(edit.change_annotation_support),
         )
-
-
-def _member(value: Any, key: str) -> dict[str, Any]:
-    """`value[key]` when both are objects, else an empty object."""
-    found = value.get(key) if isinstance(value, dict) else None
-    return found if isinstance(found, dict) else {}
 
 
 def missing_operation(proposal: EditProposal, caps: EditCapabilities) -> str | None:
@@ -76,72 +77,93 @@ def missing_operation(proposal: EditProposal, caps: EditCapabilities) -> str | N
     return None
 
 
-def workspace_edit(proposal: EditProposal, caps: EditCapabilities, encoding: str) -> dict[str, Any]:
+def workspace_edit(
+    proposal: EditProposal, caps: EditCapabilities, encoding: str
+) -> types.WorkspaceEdit:
     """The `WorkspaceEdit` of a proposal for a client with `caps`: minimal text edits in the
     negotiated position `encoding`, versioned and annotated where the client understands it."""
     annotated = caps.annotations and caps.document_changes
-    creates: list[dict[str, Any]] = []
-    document_changes: list[dict[str, Any]] = []
-    deletes: list[dict[str, Any]] = []
-    changes: dict[str, list[dict[str, Any]]] = {}
+    creates: list[types.CreateFile] = []
+    document_changes: list[types.TextDocumentEdit] = []
+    deletes: list[types.DeleteFile] = []
+    changes: dict[str, list[types.TextEdit]] = {}
     for change in proposal.changes:
         uri = change.path.as_uri()
         if change.after is None:
             # Only reached when the client supports deletes (`missing_operation`).
-            deletes.append({"kind": "delete", "uri": uri})
+            deletes.append(types.DeleteFile(uri=uri))
             continue
-        planned = [
-            _text_edit(edit, annotated)
-            for edit in positions.text_edits(change.before or "", change.after, encoding)
-        ]
+        planned = positions.text_edits(change.before or "", change.after, encoding)
         if caps.document_changes:
             if change.before is None and caps.create:
-                creates.append({"kind": "create", "uri": uri})
+                creates.append(types.CreateFile(uri=uri))
             document_changes.append(
-                {"textDocument": {"uri": uri, "version": change.version}, "edits": planned}
+                types.TextDocumentEdit(
+                    text_document=types.OptionalVersionedTextDocumentIdentifier(
+                        uri=uri, version=change.version
+                    ),
+                    edits=[_text_edit(edit, annotated) for edit in planned],
+                )
             )
         else:
-            changes[uri] = planned
+            changes[uri] = [_plain_edit(edit) for edit in planned]
     if not caps.document_changes:
-        return {"changes": changes}
+        return types.WorkspaceEdit(changes=changes)
     # Files are created before their text is edited in, and deleted last.
-    edit: dict[str, Any] = {"documentChanges": creates + document_changes + deletes}
-    if annotated:
-        edit["changeAnnotations"] = {
-            ANNOTATION_ID: {
-                "label": proposal.label,
-                "needsConfirmation": proposal.needs_confirmation,
-                "description": proposal.description,
+    return types.WorkspaceEdit(
+        document_changes=[*creates, *document_changes, *deletes],
+        change_annotations=(
+            {
+                ANNOTATION_ID: types.ChangeAnnotation(
+                    label=proposal.label,
+                    needs_confirmation=proposal.needs_confirmation,
+                    description=proposal.description,
+                )
             }
-        }
-    return edit
+            if annotated
+            else None
+        ),
+    )
 
 
-def _text_edit(edit: positions.TextEdit, annotated: bool) -> dict[str, Any]:
-    text_edit: dict[str, Any] = {
-        "range": {
-            "start": {"line": edit.start_line, "character": edit.start_character},
-            "end": {"line": edit.end_line, "character": edit.end_character},
-        },
-        "newText": edit.new_text,
-    }
+def _text_edit(
+    edit: positions.TextEdit, annotated: bool
+) -> types.TextEdit | types.AnnotatedTextEdit:
     if annotated:
-        text_edit["annotationId"] = ANNOTATION_ID
-    return text_edit
+        return types.AnnotatedTextEdit(
+            range=_range(edit), new_text=edit.new_text, annotation_id=ANNOTATION_ID
+        )
+    return _plain_edit(edit)
+
+
+def _plain_edit(edit: positions.TextEdit) -> types.TextEdit:
+    return types.TextEdit(range=_range(edit), new_text=edit.new_text)
+
+
+def _range(edit: positions.TextEdit) -> types.Range:
+    return types.Range(
+        start=types.Position(line=edit.start_line, character=edit.start_character),
+        end=types.Position(line=edit.end_line, character=edit.end_character),
+    )
 
 
 class Connection(Protocol):
     """What the port uses of the server it belongs to (`server.AgentServer`)."""
 
     client: ClientOptions
-    rpc: Peer
+    capabilities: types.ClientCapabilities
     position_encoding: str
 
-    def capability(self, *path: str) -> Any: ...
+    @property
+    def work_done_progress(self) -> Progress: ...
 
     def open_document(self, path: Path) -> Buffer | None: ...
 
     def log_message(self, message: str) -> None: ...
+
+    async def editor_request(self, method: str, params: Any) -> Any: ...
+
+    def notify_editor(self, method: str, params: Any) -> None: ...
 
 
 class LspPort:
@@ -178,13 +200,14 @@ class LspPort:
 
     async def propose_edit(self, proposal: EditProposal) -> EditOutcome:
         server = self.server
-        if server.capability("workspace", "applyEdit") is False:
+        workspace = server.capabilities.workspace
+        if workspace is not None and workspace.apply_edit is False:
             return EditOutcome(
                 False,
                 "this editor does not accept workspace/applyEdit, so edits cannot be shown",
                 failed=True,
             )
-        caps = EditCapabilities.of(server.capability() or {})
+        caps = EditCapabilities.of(server.capabilities)
         missing = missing_operation(proposal, caps)
         if missing is not None:
             return EditOutcome(
@@ -197,9 +220,10 @@ class LspPort:
             return EditOutcome(False, "the buffer changed before the edit was sent", stale=True)
         try:
             result = await self.request(
-                protocol.APPLY_EDIT, {"label": proposal.label, "edit": edit}
+                types.WORKSPACE_APPLY_EDIT,
+                types.ApplyWorkspaceEditParams(edit=edit, label=proposal.label),
             )
-        except RpcError as error:
+        except JsonRpcException as error:
             if refused_as_stale(error):
                 # eglot checks the version itself, and tells the server of the typing that
                 # moved it on only once the user pauses: wait for that, to merge onto it.
@@ -208,7 +232,7 @@ class LspPort:
             if not declined(error):
                 failure = f"the editor failed to apply the edit: {error}"
                 return EditOutcome(False, failure, failed=True)
-            result = {"applied": False}
+            result = types.ApplyWorkspaceEditResult(applied=False)
         applied, reason = _apply_result(result)
         if applied:
             return EditOutcome(True)
@@ -234,53 +258,59 @@ class LspPort:
         return False
 
     async def ask_user(self, question: str, actions: Sequence[str]) -> str | None:
-        params = {
-            "type": WARNING,
-            "message": question,
-            "actions": [{"title": action} for action in actions],
-        }
+        params = types.ShowMessageRequestParams(
+            type=types.MessageType.Warning,
+            message=question,
+            actions=[types.MessageActionItem(title=action) for action in actions],
+        )
         try:
-            answer = await self.request(protocol.SHOW_MESSAGE_REQUEST, params)
-        except RpcError:
+            answer = await self.request(types.WINDOW_SHOW_MESSAGE_REQUEST, params)
+        except JsonRpcException:
             return None
-        title = answer.get("title") if isinstance(answer, dict) else None
-        return title if isinstance(title, str) else None
+        return answer.title if isinstance(answer, types.MessageActionItem) else None
 
     async def request(self, method: str, params: Any) -> Any:
         """Send a request to the editor; when the caller stops waiting for it, it is withdrawn."""
-        return await self.server.rpc.request(method, params)
+        return await self.server.editor_request(method, params)
 
     def emit(self, event: dict[str, Any]) -> None:
         # A compaction that is starting is news for `$/progress` only: the editors' event
         # stream gets each layer's `compaction` event, with its figures, once it is done.
         starting = event["kind"] == "compaction" and event.get("phase") == "started"
         if not starting and self.server.client.events:
-            self.server.rpc.notify(names.EVENT, event)
+            self.server.notify_editor(names.EVENT, event)
         token = self.progress.get(event["session"])
         if token is None:
             return
         message = progress_message(event)
         if message is not None:
-            self.report(token, {"kind": "report", "message": message[:200], "cancellable": True})
+            self.report(
+                token, types.WorkDoneProgressReport(message=message[:200], cancellable=True)
+            )
 
-    def report(self, token: int | str, value: dict[str, Any]) -> None:
+    def report(
+        self,
+        token: int | str,
+        value: ProgressValue,
+    ) -> None:
         """A `$/progress` notification: `value` is a begin, a report or an end."""
-        self.server.rpc.notify(protocol.PROGRESS, {"token": token, "value": value})
+        progress = self.server.work_done_progress
+        if isinstance(value, types.WorkDoneProgressBegin):
+            progress.begin(token, value)
+        elif isinstance(value, types.WorkDoneProgressReport):
+            progress.report(token, value)
+        else:
+            progress.end(token, value)
 
     def log(self, message: str) -> None:
         self.server.log_message(message)
 
 
-ERROR, WARNING, INFO, LOG = 1, 2, 3, 4
-"""LSP's `MessageType`s."""
-
-
 def _apply_result(result: Any) -> tuple[bool, str | None]:
     """An `ApplyWorkspaceEditResult`: applied or not, and the editor's reason when it says one."""
-    if not isinstance(result, dict):
+    if not isinstance(result, types.ApplyWorkspaceEditResult):
         return False, "the editor answered workspace/applyEdit with no result"
-    reason = result.get("failureReason")
-    return result.get("applied") is True, reason if isinstance(reason, str) else None
+    return result.applied is True, result.failure_reason
 
 
 def progress_message(event: dict[str, Any]) -> str | None:
@@ -313,7 +343,7 @@ STALE_REFUSAL = re.compile(r"require version \d+, (you )?have \d+")
 """eglot's error answer to an edit pinned to an older version of the buffer than it has."""
 
 
-def refused_as_stale(error: RpcError) -> bool:
+def refused_as_stale(error: JsonRpcException) -> bool:
     """Whether an error answer to `workspace/applyEdit` says the buffer moved on (eglot)."""
     return STALE_REFUSAL.search(error.message) is not None
 
@@ -323,7 +353,7 @@ DECLINED_MESSAGES = ("user cancelled server edit",)
 answers "n" at its "Proceed?" prompt with this error instead of `applied: false`."""
 
 
-def declined(error: RpcError) -> bool:
+def declined(error: JsonRpcException) -> bool:
     """Whether an error answer to `workspace/applyEdit` is the user's refusal, not a failure:
     eglot's message for "n" (`DECLINED_MESSAGES`), or an error carrying `applied: false` in its
     data (eglot 1.16 and later when the user quits the prompt)."""

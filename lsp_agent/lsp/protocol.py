@@ -1,139 +1,41 @@
-"""Every message from the editor, checked before anything acts on it.
+"""Every message from the editor, checked before pygls acts on it.
 
-`vet` checks a message against JSON-RPC 2.0, the LSP lifecycle and, for each method lsp-agent
-handles, the shape of the parameters it reads: whatever a client sends is answered by the
-specification's error (or dropped with a log line, for a notification), and never leaves a
-request unanswered or a handler reading a number where it wants an object. The shapes check
-only what the server reads; anything else in a message is the client's business.
+pygls dispatches what it is given and trusts that it is a JSON-RPC message of the lifecycle's
+moment: a batch, an id that is an object, a body that is not JSON or a request after `shutdown`
+would be logged and never answered, and a request that lsprotocol cannot read (a missing member,
+a negative line) would go unanswered too, while the editor waits for ever. So `vet` checks the
+envelope (JSON-RPC 2.0) and the lifecycle, and `read_error` turns what lsprotocol refused to read
+into the specification's `-32602` naming the member; what is refused is answered with the
+specification's error, built by `error_frame` (pygls has no way to answer a message it never
+read), or dropped with a log line when it is a notification.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
-from lsp_agent.lsp.rpc import INVALID_PARAMS, INVALID_REQUEST, SERVER_NOT_INITIALIZED
+import cattrs
+from lsprotocol import types
 
-INITIALIZE = "initialize"
-INITIALIZED = "initialized"
-SHUTDOWN = "shutdown"
-EXIT = "exit"
-CANCEL_REQUEST = "$/cancelRequest"
-PROGRESS = "$/progress"
-SET_TRACE = "$/setTrace"
-DID_OPEN = "textDocument/didOpen"
-DID_CHANGE = "textDocument/didChange"
-DID_SAVE = "textDocument/didSave"
-DID_CLOSE = "textDocument/didClose"
-CODE_ACTION = "textDocument/codeAction"
-EXECUTE_COMMAND = "workspace/executeCommand"
-FOLDERS_CHANGED = "workspace/didChangeWorkspaceFolders"
-CONFIGURATION_CHANGED = "workspace/didChangeConfiguration"
-PROGRESS_CANCEL = "window/workDoneProgress/cancel"
+PARSE_ERROR = types.ErrorCodes.ParseError.value
+INVALID_REQUEST = types.ErrorCodes.InvalidRequest.value
+METHOD_NOT_FOUND = types.ErrorCodes.MethodNotFound.value
+INVALID_PARAMS = types.ErrorCodes.InvalidParams.value
+INTERNAL_ERROR = types.ErrorCodes.InternalError.value
+SERVER_NOT_INITIALIZED = types.ErrorCodes.ServerNotInitialized.value
 
-# Server → client.
-APPLY_EDIT = "workspace/applyEdit"
-CONFIGURATION = "workspace/configuration"
-SHOW_MESSAGE = "window/showMessage"
-SHOW_MESSAGE_REQUEST = "window/showMessageRequest"
-SHOW_DOCUMENT = "window/showDocument"
-LOG_MESSAGE = "window/logMessage"
-PROGRESS_CREATE = "window/workDoneProgress/create"
+CONTENT_TYPE = b"Content-Type: application/vscode-jsonrpc; charset=utf-8\r\n"
 
-
-class Opt:
-    """A member that may be absent or null."""
-
-    def __init__(self, spec: Any) -> None:
-        self.spec = spec
-
-
-UINT = "uint"
-"""A JSON integer ≥ 0 (LSP's `uinteger`)."""
-OBJECT = "object"
-"""Any JSON object."""
-ANY = "any"
-ID = (int, str)
-
-POSITION = {"line": UINT, "character": UINT}
-RANGE = {"start": POSITION, "end": POSITION}
-DOCUMENT = {"uri": str}
-FOLDER = {"uri": str, "name": str}
-DIAGNOSTIC = {"range": RANGE, "message": str, "source": Opt(str), "code": Opt(ID)}
-
-PARAMS: dict[str, Any] = {
-    INITIALIZE: {
-        "capabilities": OBJECT,
-        "processId": Opt(int),
-        "rootUri": Opt(str),
-        "rootPath": Opt(str),
-        "workspaceFolders": Opt([FOLDER]),
-        "initializationOptions": ANY,
-    },
-    INITIALIZED: Opt(OBJECT),
-    SHUTDOWN: ANY,
-    CANCEL_REQUEST: {"id": ID},
-    PROGRESS: ANY,
-    SET_TRACE: {"value": str},
-    DID_OPEN: {"textDocument": {"uri": str, "version": Opt(int), "text": str}},
-    DID_CHANGE: {
-        "textDocument": {"uri": str, "version": Opt(int)},
-        "contentChanges": [{"range": Opt(RANGE), "text": str}],
-    },
-    DID_SAVE: {"textDocument": DOCUMENT, "text": Opt(str)},
-    DID_CLOSE: {"textDocument": DOCUMENT},
-    CODE_ACTION: {
-        "textDocument": DOCUMENT,
-        "range": RANGE,
-        "context": {"diagnostics": [DIAGNOSTIC], "only": Opt([str])},
-    },
-    EXECUTE_COMMAND: {"command": str, "arguments": Opt([ANY]), "workDoneToken": Opt(ID)},
-    FOLDERS_CHANGED: {"event": {"added": [FOLDER], "removed": [FOLDER]}},
-    CONFIGURATION_CHANGED: OBJECT,
-    PROGRESS_CANCEL: {"token": ID},
+DEFAULT_PARAMS: dict[str, dict[str, Any]] = {
+    types.INITIALIZED: {},
+    types.WORKSPACE_DID_CHANGE_CONFIGURATION: {"settings": None},
 }
-"""What each method lsp-agent handles must carry, as far as the server reads it."""
-
-
-def problem(value: Any, spec: Any, where: str) -> str | None:
-    """What is wrong with `value` against `spec` (named `where`), or None."""
-    if isinstance(spec, Opt):
-        return None if value is None else problem(value, spec.spec, where)
-    if spec == ANY:
-        return None
-    if value is None:
-        return f"{where} is missing"
-    if isinstance(spec, dict):
-        if not isinstance(value, dict):
-            return f"{where} must be an object"
-        for key, member in spec.items():
-            found = problem(value.get(key), member, f"{where}.{key}")
-            if found is not None:
-                return found
-        return None
-    if isinstance(spec, list):
-        if not isinstance(value, list):
-            return f"{where} must be an array"
-        for index, item in enumerate(value):
-            found = problem(item, spec[0], f"{where}[{index}]")
-            if found is not None:
-                return found
-        return None
-    return _scalar_problem(value, spec, where)
-
-
-def _scalar_problem(value: Any, spec: Any, where: str) -> str | None:
-    if spec == OBJECT:
-        return None if isinstance(value, dict) else f"{where} must be an object"
-    if spec == UINT:
-        ok = _is_int(value) and value >= 0
-        return None if ok else f"{where} must be an integer ≥ 0"
-    types = spec if isinstance(spec, tuple) else (spec,)
-    ok = isinstance(value, types) and (bool in types or not isinstance(value, bool))
-    if ok:
-        return None
-    names = " or ".join({int: "an integer", str: "a string", bool: "a boolean"}[t] for t in types)
-    return f"{where} must be {names}"
+"""Notifications whose params clients leave out (or leave empty) although lsprotocol wants
+them: read as these, rather than dropped (a dropped `initialized` would leave the folders
+unwatched, a dropped configuration change the old settings in force)."""
 
 
 @dataclass(frozen=True)
@@ -175,9 +77,9 @@ def vet(message: Any, *, initialized: bool, shutting_down: bool) -> Refusal | No
             )
         return Refusal(None, f"{method} with params that are not an object")
     refused = _out_of_order(method, request, answer_to, initialized, shutting_down)
-    if refused is not None or method == EXIT:
+    if refused is not None or method == types.EXIT:
         return refused
-    found = _params_problem(method, params)
+    found = _command_problem(params) if method == types.WORKSPACE_EXECUTE_COMMAND else None
     if found is None:
         return None
     if request:
@@ -189,9 +91,9 @@ def _out_of_order(
     method: str, request: bool, answer_to: Any, initialized: bool, shutting_down: bool
 ) -> Refusal | None:
     """A message the lifecycle does not allow now: before `initialize`, after `shutdown`."""
-    if method == EXIT:
+    if method == types.EXIT:
         return None
-    if not initialized and method != INITIALIZE:
+    if not initialized and method != types.INITIALIZE:
         if request:
             return Refusal(
                 SERVER_NOT_INITIALIZED,
@@ -199,7 +101,7 @@ def _out_of_order(
                 answer_to,
             )
         return Refusal(None, f"{method} before initialize")
-    if initialized and method == INITIALIZE and request:
+    if initialized and method == types.INITIALIZE and request:
         return Refusal(
             INVALID_REQUEST, "Invalid Request: initialize was already received", answer_to
         )
@@ -210,21 +112,80 @@ def _out_of_order(
     return None
 
 
-def _params_problem(method: str, params: Any) -> str | None:
-    """What is wrong with a message's params, for the methods lsp-agent handles."""
-    if method == INITIALIZE and not isinstance(params, dict):
-        return "initialize needs params: an object with capabilities"
-    if method == EXECUTE_COMMAND:
-        if not isinstance(params, dict):
-            return "workspace/executeCommand needs params: an object {command, arguments?}"
-        if not isinstance(params.get("command"), str):
-            return 'workspace/executeCommand needs "command": a command name, e.g. lspAgent.ask'
-        arguments = params.get("arguments")
-        if arguments is not None and not isinstance(arguments, list):
-            return 'workspace/executeCommand "arguments" must be an array'
-    spec = PARAMS.get(method)
-    return None if spec is None else problem(params, spec, "params")
+def _command_problem(params: Any) -> str | None:
+    """What lsprotocol would read too kindly in `workspace/executeCommand` (an object for the
+    argument array becomes the array of its keys), said in the user's words."""
+    if not isinstance(params, dict):
+        return "workspace/executeCommand needs params: an object {command, arguments?}"
+    if not isinstance(params.get("command"), str):
+        return 'workspace/executeCommand needs "command": a command name, e.g. lspAgent.ask'
+    arguments = params.get("arguments")
+    if arguments is not None and not isinstance(arguments, list):
+        return 'workspace/executeCommand "arguments" must be an array'
+    return None
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+def with_defaults(message: dict[str, Any]) -> dict[str, Any]:
+    """`message` with the params `DEFAULT_PARAMS` fills in where a client left them out."""
+    defaults = DEFAULT_PARAMS.get(message["method"])
+    if defaults is None or "id" in message:
+        return message
+    params = message.get("params")
+    if not isinstance(params, dict):
+        params = {}
+    return {**message, "params": {**defaults, **params}}
+
+
+_SNAKE = re.compile(r"_([a-z])")
+
+
+def read_error(error: BaseException) -> str:
+    """What lsprotocol could not read in a message, naming the members as the editor spells
+    them (`params.range.start`), from the error pygls raised while structuring it."""
+    cause = error.__cause__
+    if isinstance(cause, (cattrs.BaseValidationError, cattrs.errors.ForbiddenExtraKeysError)):
+        found = cattrs.transform_error(cause, format_exception=_problem)
+    else:
+        found = [str(cause or error)]
+    described = []
+    for line in found[:3]:
+        what, _, where = line.rpartition(" @ ")
+        member = _SNAKE.sub(lambda match: match.group(1).upper(), where.removeprefix("$."))
+        described.append(f"{member}: {what}" if what else line)
+    more = f" (and {len(found) - 3} more)" if len(found) > 3 else ""
+    said = "; ".join(described) + more
+    # Older cattrs name the member but not what its own check said: add the first such check.
+    checks = [str(leaf).rstrip(".") for leaf in _leaves(cause) if isinstance(leaf, ValueError)]
+    if checks and checks[0] not in said:
+        said += f" ({checks[0]})"
+    return said
+
+
+def _leaves(error: BaseException | None) -> list[BaseException]:
+    """The exceptions at the bottom of an exception group (cattrs nests one per class)."""
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
+    return [] if error is None else [error]
+
+
+def _problem(error: BaseException, wanted: type | None) -> str:
+    """One thing lsprotocol could not read: a missing member, a wrong type, or what its own
+    check says (`Position.line should be in range [0:2147483647], but was -1.`)."""
+    if isinstance(error, KeyError):
+        return "required member missing"
+    if isinstance(error, ValueError) and str(error):
+        return str(error).rstrip(".")
+    name = getattr(wanted, "__name__", None)
+    return f"not a valid {name}" if name else "not a valid value"
+
+
+def frame(message: dict[str, Any]) -> bytes:
+    """One message as it goes on the wire: headers, then the JSON body (ASCII: every non-ASCII
+    character escaped, as pygls writes its own)."""
+    body = json.dumps(message).encode("ascii")
+    return b"Content-Length: %d\r\n" % len(body) + CONTENT_TYPE + b"\r\n" + body
+
+
+def error_frame(msg_id: Any, code: int, message: str) -> bytes:
+    """The error answer to a message pygls was never given."""
+    return frame({"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}})

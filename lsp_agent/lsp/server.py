@@ -1,10 +1,13 @@
-"""The language server: LSP commands in, proposals, questions and events out.
+"""The language server: a pygls `LanguageServer` holding what one editor connection needs.
 
-`AgentServer` holds what one editor connection needs (the workspace's agent, its change tracker,
-the editor's settings, capabilities and buffers, the connection's lifecycle) and dispatches each
-message the editor sends (after `protocol.vet` has checked it) to a thin handler: check the
-arguments, call the agent, shape the result. The `EditorPort` over LSP is in `port.py`, the
-commands in `commands.py`, the JSON-RPC machinery in `rpc.py`, the connection in `connection.py`.
+`AgentServer` is the workspace's agents, change trackers, settings, capabilities and buffers,
+and the connection's lifecycle. Each message the editor sends meets `receive` first, which
+checks it (`protocol.py`), answers what pygls cannot (a batch, an id that is an object, a
+request lsprotocol cannot read, anything after `shutdown`), keeps the open buffers itself
+(`documents.py`: pygls' own copy costs milliseconds per keystroke in a large file), ends the
+connection on `exit` within a bound (`connection.py`) and withdraws the server's own requests;
+everything else goes to pygls, which dispatches it to the features registered here and to the
+commands of `commands.py`. The `EditorPort` over LSP is in `port.py`.
 """
 
 from __future__ import annotations
@@ -12,14 +15,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
-import inspect
+import itertools
 import logging
 import re
-import traceback
-from collections.abc import Awaitable, Callable, Coroutine
-from functools import partial
+from collections import OrderedDict
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types
+from pygls.capabilities import ServerCapabilitiesBuilder
+from pygls.exceptions import FeatureRequestError, JsonRpcException
+from pygls.lsp.server import LanguageServer
+from pygls.uris import to_fs_path
 
 from lsp_agent import __version__
 from lsp_agent.config import Settings, load_settings
@@ -30,24 +38,14 @@ from lsp_agent.lsp.connection import EXIT_GRACE_S, ParseError, Writer
 from lsp_agent.lsp.documents import Buffer, Buffers
 from lsp_agent.lsp.folders import Folder, Folders
 from lsp_agent.lsp.framing import Garbage
-from lsp_agent.lsp.port import LOG, WARNING, LspPort
-from lsp_agent.lsp.rpc import (
-    INTERNAL_ERROR,
-    METHOD_NOT_FOUND,
-    PARSE_ERROR,
-    REQUEST_CANCELLED,
-    MsgId,
-    Peer,
-    RpcError,
-)
-from lsp_agent.lsp.uris import to_fs_path
+from lsp_agent.lsp.port import LspPort
 
 if TYPE_CHECKING:
     from lsp_agent.agent.sessions import Agent
     from lsp_agent.changes.tracker import ChangeTracker
 
-# The agent stack (HTTP client, loop, tools) is loaded before the server answers `initialize`
-# (`boot.py`): a server that has answered is ready for its first ask.
+# The agent stack (HTTP client, loop, tools) is loaded in the background as soon as
+# `initialize` is answered: the server is ready for its first ask a moment later.
 AGENT_MODULES = ("lsp_agent.agent.sessions", "lsp_agent.model.openai", "lsp_agent.session.store")
 
 log = logging.getLogger(__name__)
@@ -55,22 +53,23 @@ log = logging.getLogger(__name__)
 SELECTION_CHARS = 4000
 """How much of the selection a code action's prompt carries (the agent can read the rest)."""
 
-INCREMENTAL = 2
-"""`TextDocumentSyncKind.Incremental`."""
+WITHDRAWN_KEPT = 256
+"""Ids of withdrawn requests remembered, so that their late answers are dropped quietly."""
+
+BUFFER_SYNC = frozenset(
+    {types.TEXT_DOCUMENT_DID_OPEN, types.TEXT_DOCUMENT_DID_CHANGE, types.TEXT_DOCUMENT_DID_CLOSE}
+)
+"""The notifications the server's own buffer store takes instead of pygls' workspace."""
 
 _SETTING = re.compile(r"\blspAgent\.([a-z][A-Za-z]+)\b")
 """A setting named in a message: `lspAgent.model`."""
 
-Handler = Callable[[Any], Any]
-"""A message's handler: takes its params; a request's returns its result (or an awaitable)."""
 
-
-class AgentServer:
+class AgentServer(LanguageServer):
     """The lsp-agent language server: one agent per workspace folder, settings from the editor."""
 
     def __init__(self) -> None:
-        self.rpc = Peer()
-        """The JSON-RPC conversation with the editor."""
+        super().__init__("lsp-agent", __version__, types.TextDocumentSyncKind.Incremental)
         self.port = LspPort(self)
         """The core's view of this editor."""
         self.buffers = Buffers()
@@ -81,7 +80,7 @@ class AgentServer:
         """Set once the folders of `initialize` are known (after `initialized`)."""
         self.folder_uris: list[str] = []
         """The workspace folders `initialize` named (its `rootUri` when it named none)."""
-        self.capabilities: dict[str, Any] = {}
+        self.capabilities = types.ClientCapabilities()
         """The client's capabilities, as `initialize` sent them."""
         self.position_encoding = "utf-16"
         """The position encoding agreed at `initialize`."""
@@ -95,8 +94,10 @@ class AgentServer:
         """Set once the first `workspace/configuration` answer (or its absence) is known."""
         self.tasks: set[asyncio.Task[Any]] = set()
         """Background tasks, kept so none is garbage-collected or fails unseen."""
-        self.running: dict[MsgId, asyncio.Task[Any]] = {}
-        """The editor's requests being answered, by id (for `$/cancelRequest`)."""
+        self.running: dict[Any, asyncio.Task[Any]] = {}
+        """The commands being run, by the id of their request (for `$/cancelRequest`)."""
+        self.work_done_tokens: dict[Any, int | str] = {}
+        """The `workDoneToken` of each `workspace/executeCommand` request not yet started."""
         self.progress_sessions: dict[int | str, str] = {}
         """Session of each running turn's progress token, for `window/workDoneProgress/cancel`."""
         self.left = asyncio.Event()
@@ -107,104 +108,56 @@ class AgentServer:
         """The editor sent `shutdown` (perhaps not answered yet)."""
         self.initialized = False
         """The editor's `initialize` was answered: other requests may follow."""
-        self.requests: dict[str, Handler] = {}
-        """The requests the server answers, by method."""
-        self.notifications: dict[str, Handler] = {}
-        """The notifications the server acts on, by method."""
-
-    def on_request(self, method: str) -> Callable[[Handler], Handler]:
-        """Register the decorated function as the handler of the request `method`."""
-
-        def register(handler: Handler) -> Handler:
-            self.requests[method] = handler
-            return handler
-
-        return register
-
-    def on_notification(self, method: str) -> Callable[[Handler], Handler]:
-        """Register the decorated function as the handler of the notification `method`."""
-
-        def register(handler: Handler) -> Handler:
-            self.notifications[method] = handler
-            return handler
-
-        return register
+        self._output: Writer | None = None
+        """Where the server's messages go (the connection's non-blocking writer)."""
+        self._outstanding: dict[str, str] = {}
+        """The server's requests the editor has not answered yet: id → method."""
+        self._withdrawn: OrderedDict[str, None] = OrderedDict()
+        """The server's requests given up on (their late answers are dropped)."""
+        self._ids = itertools.count(1)
+        """Ids of the server's own requests."""
 
     def attach(self, writer: Writer) -> None:
         """Send what the server writes to `writer` (the connection's output)."""
-        self.rpc.attach(writer.write)
+        self._output = writer
+        self.protocol.set_writer(writer)
 
     def receive(self, message: Any) -> None:
-        """Handle one message from the editor: parsed JSON, a `ParseError` or `Garbage`."""
+        """Handle one message from the editor: parsed JSON, a `ParseError` or `Garbage`. Never
+        raises: a failure of ours is logged, and a request gets an internal error answer."""
+        try:
+            self._receive(message)
+        except Exception as error:
+            self.report_server_error(error, "reading a message")
+            msg_id = message.get("id") if isinstance(message, dict) else None
+            if isinstance(message, dict) and "method" in message and msg_id is not None:
+                self._refuse(msg_id, protocol.INTERNAL_ERROR, f"Internal error: {error!r}")
+
+    def _receive(self, message: Any) -> None:
         if not self._acceptable(message):
             return
         method = message.get("method")
         if method is None:
-            self.rpc.answered(message)
+            self._answered(message)
+            return
+        if method == types.EXIT:
+            self.leave()
+            return
+        if method == types.CANCEL_REQUEST:
+            self._cancel(message.get("params"))
             return
         if not self._takes(method, message):
             return
-        if method == protocol.SHUTDOWN:
+        if method == types.SHUTDOWN:
             # Clients often send `exit` without waiting for the answer to `shutdown`.
             self.shutdown_requested = True
-        params = message.get("params")
-        if "id" in message:
-            self._answer(message["id"], method, params)
-        else:
-            self._act(method, params)
-
-    def _answer(self, msg_id: MsgId, method: str, params: Any) -> None:
-        """Run a request's handler; its answer goes out when it has one."""
-        try:
-            outcome = self.requests[method](params)
-        except Exception as error:
-            self._failed(msg_id, method, error)
+        typed = self._read(method, message)
+        if typed is None:
             return
-        if not inspect.isawaitable(outcome):
-            self.rpc.respond(msg_id, outcome)
+        if method in BUFFER_SYNC:
+            self._sync(method, typed.params)
             return
-        task = asyncio.ensure_future(outcome)
-        self.running[msg_id] = task
-        task.add_done_callback(partial(self._answered, msg_id, method))
-
-    def _answered(self, msg_id: MsgId, method: str, task: asyncio.Future[Any]) -> None:
-        if self.running.get(msg_id) is task:
-            del self.running[msg_id]
-        if task.cancelled():
-            self.rpc.fail(msg_id, RpcError(REQUEST_CANCELLED, f"{method} {msg_id!r} was cancelled"))
-            return
-        error = task.exception()
-        if error is None:
-            self.rpc.respond(msg_id, task.result())
-        else:
-            self._failed(msg_id, method, error)
-
-    def _failed(self, msg_id: MsgId, method: str, error: BaseException) -> None:
-        if isinstance(error, RpcError):
-            self.rpc.fail(msg_id, error)
-            return
-        summary = "".join(traceback.format_exception_only(type(error), error)).strip()
-        log.error("lsp-agent: %s failed", method, exc_info=error)
-        self.rpc.fail(msg_id, RpcError(INTERNAL_ERROR, summary))
-        self.report_server_error(error, method)
-
-    def _act(self, method: str, params: Any) -> None:
-        """Run a notification's handler; a failure is logged (there is no one to answer)."""
-        if method == protocol.CANCEL_REQUEST:
-            task = self.running.get(params["id"])
-            if task is not None:
-                task.cancel()
-            return
-        handler = self.notifications.get(method)
-        if handler is None:  # `$/progress` and the like: nothing to do
-            return
-        try:
-            outcome = handler(params)
-        except Exception as error:
-            self.report_server_error(error, method)
-            return
-        if inspect.isawaitable(outcome):
-            self.run_task(_awaited(outcome), f"handling {method}")
+        self.protocol.handle_message(typed)
 
     def _acceptable(self, message: Any) -> bool:
         """Whether `message` is a JSON-RPC message this connection may handle now; when it is
@@ -216,7 +169,7 @@ class AgentServer:
             return False
         if isinstance(message, ParseError):
             self._log_input(f"a message is not JSON: {message.detail}")
-            self.rpc.fail(None, RpcError(PARSE_ERROR, f"Parse error: {message.detail}"))
+            self._refuse(None, protocol.PARSE_ERROR, f"Parse error: {message.detail}")
             return False
         refusal = protocol.vet(
             message, initialized=self.initialized, shutting_down=self.shutdown_requested
@@ -225,25 +178,187 @@ class AgentServer:
             return True
         self._log_input(refusal.message)
         if refusal.code is not None:
-            self.rpc.fail(refusal.id, RpcError(refusal.code, refusal.message))
+            self._refuse(refusal.id, refusal.code, refusal.message)
         return False
 
     def _takes(self, method: str, message: dict[str, Any]) -> bool:
-        """Whether lsp-agent handles `method`, and this message of it, at all."""
-        if "id" in message:
-            if method in self.requests:
-                return True
-            self.rpc.fail(message["id"], RpcError(METHOD_NOT_FOUND, f"Method not found: {method}"))
+        """Whether lsp-agent handles `method`, and this message of it, at all; when it does not,
+        a request is answered "method not found" and a notification logged."""
+        request = "id" in message
+        features = self.protocol.fm
+        if method not in features.features and method not in features.builtin_features:
+            if request:
+                self._refuse(
+                    message["id"], protocol.METHOD_NOT_FOUND, f"Method not found: {method}"
+                )
+            elif not method.startswith("$/"):
+                self._log_input(f"ignored the notification {method}: lsp-agent does not handle it")
             return False
-        if method in self.notifications or method.startswith("$/"):
+        if method != types.WORKSPACE_EXECUTE_COMMAND or not request:
             return True
-        self._log_input(f"ignored the notification {method}: lsp-agent does not handle it")
-        return False
+        params = message["params"]
+        if params["command"] not in features.commands:
+            self._refuse(
+                message["id"],
+                protocol.INVALID_PARAMS,
+                f"Invalid params: unknown command {params['command']!r}: lsp-agent offers "
+                + ", ".join(names.COMMANDS),
+            )
+            return False
+        token = params.get("workDoneToken")
+        if isinstance(token, (int, str)) and not isinstance(token, bool):
+            self.work_done_tokens[message["id"]] = token
+        return True
+
+    def _read(self, method: str, message: dict[str, Any]) -> Any:
+        """The message as lsprotocol's type (pygls reads it); None when it cannot be read, after
+        answering a request with the member that is wrong, or logging a notification."""
+        try:
+            return self.protocol.structure_message(protocol.with_defaults(message))
+        except JsonRpcException as error:
+            if method == types.INITIALIZE:
+                return self._read_initialize(message, error)
+            detail = protocol.read_error(error)
+            if "id" in message:
+                self.work_done_tokens.pop(message["id"], None)
+                self._refuse(message["id"], protocol.INVALID_PARAMS, f"Invalid params: {detail}")
+            else:
+                self._log_input(f"cannot read {method}: {detail}")
+            return None
+
+    def _read_initialize(self, message: dict[str, Any], error: JsonRpcException) -> Any:
+        """An `initialize` lsprotocol cannot read: without the capabilities it cannot read (an
+        editor with one odd capability must still be served), or refused when the rest of it
+        is what is wrong."""
+        params = message.get("params")
+        capabilities = params.get("capabilities") if isinstance(params, dict) else None
+        if not isinstance(params, dict) or not isinstance(capabilities, dict):
+            self._refuse(
+                message["id"],
+                protocol.INVALID_PARAMS,
+                f"Invalid params: {protocol.read_error(error)}",
+            )
+            return None
+        kept: dict[str, Any] = {}
+        dropped: list[str] = []
+        for key, value in capabilities.items():
+            trial = {**message, "params": {**params, "capabilities": {key: value}}}
+            try:
+                self.protocol.structure_message(trial)
+            except JsonRpcException:
+                dropped.append(key)
+            else:
+                kept[key] = value
+        try:
+            typed = self.protocol.structure_message(
+                {**message, "params": {**params, "capabilities": kept}}
+            )
+        except JsonRpcException as still:
+            self._refuse(
+                message["id"],
+                protocol.INVALID_PARAMS,
+                f"Invalid params: {protocol.read_error(still)}",
+            )
+            return None
+        self._log_input(
+            "the client's capabilities could not all be read ("
+            + protocol.read_error(error)
+            + "); going on without: "
+            + ", ".join(dropped)
+        )
+        return typed
+
+    def _sync(self, method: str, params: Any) -> None:
+        """didOpen / didChange / didClose, into the server's own buffer store."""
+        if method == types.TEXT_DOCUMENT_DID_OPEN:
+            document = params.text_document
+            self.buffers.open(document.uri, document.text, document.version)
+            self.buffer_changed(document.uri)
+        elif method == types.TEXT_DOCUMENT_DID_CHANGE:
+            uri = params.text_document.uri
+            refused = self.buffers.change(
+                uri, params.text_document.version, params.content_changes, self.position_encoding
+            )
+            if refused is not None:
+                # Applied, it would garble the server's copy of the buffer: the buffer is
+                # dropped, and the file read from disk until the editor opens it again.
+                self._log_input(f"refused a change of {uri}: {refused}; reading the file from disk")
+                return
+            self.buffer_changed(uri)
+        else:
+            uri = params.text_document.uri
+            self.buffers.close(uri)
+            self.buffer_closed(uri)
+
+    def _cancel(self, params: Any) -> None:
+        """`$/cancelRequest`: the command of that request is cancelled (a turn it waits for is
+        cancelled with it); its answer says so once it has wound down."""
+        msg_id = params.get("id") if isinstance(params, dict) else None
+        task = self.running.get(msg_id)
+        if task is not None:
+            task.cancel()
+
+    def _answered(self, message: dict[str, Any]) -> None:
+        """The editor's answer to one of the server's requests, handed to pygls; an answer that
+        lsprotocol cannot read reaches the request as an error, never as silence."""
+        msg_id = message["id"]
+        if msg_id in self._withdrawn:
+            del self._withdrawn[msg_id]
+            log.info("lsp-agent: a late answer to the withdrawn request %r", msg_id)
+            return
+        method = self._outstanding.pop(msg_id, None)
+        if method is None:
+            log.info("lsp-agent: an answer to %r, which nothing waits for", msg_id)
+            return
+        try:
+            typed = self.protocol.structure_message(message)
+        except JsonRpcException as error:
+            detail = f"the editor's answer to {method} cannot be read: {protocol.read_error(error)}"
+            self._log_input(detail)
+            typed = self.protocol.structure_message(
+                {
+                    "jsonrpc": "2.0",
+                    "id": msg_id,
+                    "error": {"code": protocol.INTERNAL_ERROR, "message": detail},
+                }
+            )
+        self.protocol.handle_message(typed)
+
+    async def editor_request(self, method: str, params: Any) -> Any:
+        """Send a request to the editor and wait for its answer (an error answer raises
+        `JsonRpcException`). When the caller stops waiting, the request is withdrawn with
+        `$/cancelRequest`, and a late answer to it is dropped quietly."""
+        msg_id = f"lsp-agent-{next(self._ids)}"
+        self._outstanding[msg_id] = method
+        try:
+            return await self.protocol.send_request_async(method, params, msg_id=msg_id)
+        except asyncio.CancelledError:
+            if self._outstanding.pop(msg_id, None) is not None:
+                self._withdrawn[msg_id] = None
+                while len(self._withdrawn) > WITHDRAWN_KEPT:
+                    self._withdrawn.popitem(last=False)
+                self.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
+            raise
+        finally:
+            self._outstanding.pop(msg_id, None)
+
+    def notify_editor(self, method: str, params: Any) -> None:
+        """Send a notification to the editor (pygls writes it)."""
+        self.protocol.notify(method, params)
+
+    def _refuse(self, msg_id: Any, code: int, message: str) -> None:
+        """The specification's error answer to a message pygls was not given."""
+        if self._output is not None:
+            self._output.write(protocol.error_frame(msg_id, code, message))
 
     def report_server_error(self, error: BaseException, source: Any) -> None:
-        """A handler failed: a log line with the details, never an "Error in server" popup
-        (requests get their error answer; a notification has none to get)."""
-        log.error("lsp-agent: %s failed: %r", getattr(source, "__name__", source), error)
+        """A handler failed: a log line with the details, never an "Error in server" popup (a
+        request gets its error answer; a notification has none to get). Errors the server
+        answers on purpose (bad arguments, a cancelled turn) are not failures."""
+        if isinstance(error, JsonRpcException) and source is FeatureRequestError:
+            return
+        name = getattr(source, "__name__", source)
+        log.error("lsp-agent: %s failed: %r", name, error, exc_info=error)
         self.port.log(f"lsp-agent: a message from the editor could not be handled: {error!r}")
 
     def _log_input(self, what: str) -> None:
@@ -251,20 +366,11 @@ class AgentServer:
         with contextlib.suppress(Exception):
             self.port.log(f"lsp-agent: {what}")
 
-    def capability(self, *path: str) -> Any:
-        """The client's capability at `path` (`"window", "workDoneProgress"`), None if absent."""
-        node: Any = self.capabilities
-        for key in path:
-            if not isinstance(node, dict):
-                return None
-            node = node.get(key)
-        return node
-
-    def show_message(self, kind: int, message: str) -> None:
-        self.rpc.notify(protocol.SHOW_MESSAGE, {"type": kind, "message": message})
+    def show_message(self, kind: types.MessageType, message: str) -> None:
+        self.window_show_message(types.ShowMessageParams(type=kind, message=message))
 
     def log_message(self, message: str) -> None:
-        self.rpc.notify(protocol.LOG_MESSAGE, {"type": LOG, "message": message})
+        self.window_log_message(types.LogMessageParams(type=types.MessageType.Log, message=message))
 
     def leave(self) -> None:
         """The editor has gone (`exit`, or the end of its input): end the connection."""
@@ -274,7 +380,7 @@ class AgentServer:
 
     async def close(self) -> None:
         """Cancel turns and background work, stop watching: the connection is ending."""
-        for task in list(self.tasks):
+        for task in list(self.tasks) + list(self.running.values()):
             task.cancel()
         await asyncio.gather(*(folder.close() for folder in self.folders), return_exceptions=True)
 
@@ -292,17 +398,23 @@ class AgentServer:
         task.add_done_callback(done)
         return task
 
-    def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
-        """Take what `initialize` says (capabilities, folders, settings); the server's answer."""
-        self.capabilities = params["capabilities"]
-        self.position_encoding = _position_encoding(self.capabilities)
-        self.folder_uris = [folder["uri"] for folder in params.get("workspaceFolders") or []]
+    def initialize(self, params: types.InitializeParams) -> None:
+        """Take what `initialize` says (capabilities, folders, settings); pygls answers with
+        the capabilities of the features registered here."""
+        self.capabilities = params.capabilities
+        # pygls advertises the encoding it chooses here; the server counts in the same one.
+        encoding = ServerCapabilitiesBuilder.choose_position_encoding(params.capabilities)
+        self.position_encoding = (
+            encoding.value if isinstance(encoding, types.PositionEncodingKind) else encoding
+        )
+        self.folder_uris = [folder.uri for folder in params.workspace_folders or []]
         if not self.folder_uris:
-            root = params.get("rootUri") or _path_uri(params.get("rootPath"))
+            root = params.root_uri or _path_uri(params.root_path)
             self.folder_uris = [root] if root else []
-        self.take_options(params.get("initializationOptions"))
+        self.take_options(params.initialization_options)
         self.initialized = True
-        return initialize_result(self.position_encoding)
+        # Loaded now, while the editor finishes its own start: ready for the first ask.
+        self.run_task(_warm_up(), "loading the agent")
 
     def open_document(self, path: Path) -> Buffer | None:
         """The open buffer of `path` if the editor has one, else None.
@@ -357,25 +469,25 @@ class AgentServer:
             self.editor_settings = dict(section)
             return
         self.show_message(
-            WARNING,
+            types.MessageType.Warning,
             f"lspAgent settings in initializationOptions must be an object, "
             f"not {type(section).__name__}: using the other sources",
         )
 
-    def code_actions(self, params: dict[str, Any]) -> list[dict[str, Any]]:
+    def code_actions(self, params: types.CodeActionParams) -> list[types.CodeAction]:
         """lsp-agent's code actions for a request (`actions.py`); nothing slow happens here."""
-        uri = params["textDocument"]["uri"]
+        uri = params.text_document.uri
         path = _buffer_path(uri)
         if path is None:
             return []
         document = self.document(uri)
-        start, end = params["range"]["start"], params["range"]["end"]
+        start, end = params.range.start, params.range.end
         selected = ""
         if document is not None:
             selected = positions.text_range(
                 document.source,
-                (start["line"], start["character"]),
-                (end["line"], end["character"]),
+                (start.line, start.character),
+                (end.line, end.character),
                 self.position_encoding,
             )[:SELECTION_CHARS]
         settings = self.settings or load_settings(self.editor_settings)[0]
@@ -389,20 +501,25 @@ class AgentServer:
     async def refresh_settings(self) -> Settings:
         """Read the `lspAgent` section from the editor and apply it."""
         section: Any = None
-        if self.capability("workspace", "configuration") is True:
+        workspace = self.capabilities.workspace
+        if workspace is not None and workspace.configuration is True:
             try:
-                answer = await self.rpc.request(
-                    protocol.CONFIGURATION, {"items": [{"section": names.SETTINGS_SECTION}]}
+                answer = await self.editor_request(
+                    types.WORKSPACE_CONFIGURATION,
+                    types.ConfigurationParams(
+                        items=[types.ConfigurationItem(section=names.SETTINGS_SECTION)]
+                    ),
                 )
-                section = answer[0] if isinstance(answer, list) and answer else None
-            except RpcError as error:
+                # lsprotocol reads the answer's array as a tuple.
+                section = answer[0] if isinstance(answer, (list, tuple)) and answer else None
+            except JsonRpcException as error:
                 self.port.log(f"workspace/configuration failed: {error}")
         merged = dict(self.editor_settings)
         if isinstance(section, dict):
             merged.update({k: v for k, v in section.items() if v is not None})
         settings, warnings = load_settings(merged)
         for warning in warnings:
-            self.show_message(WARNING, self.in_client_words(warning))
+            self.show_message(types.MessageType.Warning, self.in_client_words(warning))
         self.settings = settings
         for folder in self.folders:
             if folder.agent is not None:
@@ -448,39 +565,11 @@ class AgentServer:
         return agent
 
 
-def initialize_result(encoding: str) -> dict[str, Any]:
-    """The server's answer to `initialize`: what it offers, in the agreed position encoding."""
-    return {
-        "capabilities": {
-            "positionEncoding": encoding,
-            "textDocumentSync": {"openClose": True, "change": INCREMENTAL, "save": True},
-            "codeActionProvider": {"codeActionKinds": list(KINDS)},
-            "executeCommandProvider": {"commands": list(names.COMMANDS)},
-            "workspace": {"workspaceFolders": {"supported": True, "changeNotifications": True}},
-        },
-        "serverInfo": {"name": "lsp-agent", "version": __version__},
-    }
-
-
-def _position_encoding(capabilities: dict[str, Any]) -> str:
-    """The client's first position encoding the server can count in, else UTF-16 (which every
-    client must support)."""
-    general = capabilities.get("general")
-    offered = general.get("positionEncodings") if isinstance(general, dict) else None
-    if not isinstance(offered, list):
-        return "utf-16"
-    return next((e for e in offered if e in positions.ENCODINGS), "utf-16")
-
-
 def _path_uri(path: Any) -> str | None:
     """The URI of `initialize`'s deprecated `rootPath`, when it is an absolute path."""
     if not isinstance(path, str) or not path.startswith("/"):
         return None
     return Path(path).as_uri()
-
-
-async def _awaited(awaitable: Awaitable[Any]) -> Any:
-    return await awaitable
 
 
 def _buffer_path(uri: str) -> Path | None:
@@ -490,39 +579,38 @@ def _buffer_path(uri: str) -> Path | None:
 
 def register_features(ls: AgentServer) -> None:
     """The lifecycle, document and workspace features: thin handlers over the server's state.
-    Their params were checked against `protocol.PARAMS` before they run."""
+    Their params were read by lsprotocol before they run."""
     _register_lifecycle(ls)
     _register_documents(ls)
     _register_workspace(ls)
 
 
 def _register_lifecycle(ls: AgentServer) -> None:
-    ls.on_request(protocol.INITIALIZE)(ls.initialize)
+    @ls.feature(types.INITIALIZE)
+    def initialize(params: types.InitializeParams) -> None:
+        """Take the editor's capabilities, folders and settings; pygls answers with what the
+        features registered here offer."""
+        ls.initialize(params)
 
-    @ls.on_notification(protocol.INITIALIZED)
-    def initialized(params: Any) -> None:
+    @ls.feature(types.INITIALIZED)
+    def initialized(params: types.InitializedParams) -> None:
         """Fetch the `lspAgent` settings section now that the client can answer requests, and
         start watching every folder."""
         ls.run_task(ls.refresh_settings(), "reading the settings")
-        ls.run_task(_warm_up(), "loading the agent")
         ls.open_folders()
 
-    @ls.on_notification(protocol.PROGRESS_CANCEL)
-    def progress_cancel(params: dict[str, Any]) -> None:
+    @ls.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
+    def progress_cancel(params: types.WorkDoneProgressCancelParams) -> None:
         """The user pressed Cancel on the progress: cancel that turn."""
-        session = ls.progress_sessions.get(params["token"])
+        session = ls.progress_sessions.get(params.token)
         if session is None:
             return
         for folder in ls.folders:
             if folder.agent is not None:
                 folder.agent.cancel(session)
 
-    @ls.on_notification(protocol.SET_TRACE)
-    def set_trace(params: Any) -> None:
-        """The server writes no trace: its log lines go to `window/logMessage` and stderr."""
-
-    @ls.on_request(protocol.SHUTDOWN)
-    async def shutdown(params: Any) -> None:
+    @ls.feature(types.SHUTDOWN)
+    async def shutdown(params: None) -> None:
         """Cancel running turns so their transcripts record it, close the provider, stop
         watching; answered within the exit grace whatever a task is doing."""
         try:
@@ -530,64 +618,32 @@ def _register_lifecycle(ls: AgentServer) -> None:
         except TimeoutError:
             log.warning("lsp-agent: shutdown took longer than %.1f s; answering", EXIT_GRACE_S)
 
-    @ls.on_notification(protocol.EXIT)
-    def exit_(params: Any) -> None:
-        """The editor says goodbye: the connection ends the process (`connection.py`)."""
-        ls.leave()
-
 
 def _register_documents(ls: AgentServer) -> None:
-    @ls.on_request(protocol.CODE_ACTION)
-    def code_action(params: dict[str, Any]) -> list[dict[str, Any]]:
+    @ls.feature(
+        types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(code_action_kinds=list(KINDS))
+    )
+    def code_action(params: types.CodeActionParams) -> list[types.CodeAction]:
         """lsp-agent's actions for the cursor, the selection, and each problem reported there."""
         return ls.code_actions(params)
 
-    @ls.on_notification(protocol.DID_OPEN)
-    def did_open(params: dict[str, Any]) -> None:
-        """A buffer opened: its unsaved text is what the agent reads from now on."""
-        document = params["textDocument"]
-        ls.buffers.open(document["uri"], document["text"], document.get("version"))
-        ls.buffer_changed(document["uri"])
-
-    @ls.on_notification(protocol.DID_CHANGE)
-    def did_change(params: dict[str, Any]) -> None:
-        """The user typed: a file the agent knows becomes "modified in editor, unsaved"."""
-        document = params["textDocument"]
-        uri = document["uri"]
-        refused = ls.buffers.change(
-            uri, document.get("version"), params["contentChanges"], ls.position_encoding
-        )
-        if refused is not None:
-            # Applied, it would garble the server's copy of the buffer: the buffer is dropped,
-            # and the file read from disk until the editor opens it again.
-            ls._log_input(f"refused a change of {uri}: {refused}; reading the file from disk")
-            return
-        ls.buffer_changed(uri)
-
-    @ls.on_notification(protocol.DID_SAVE)
-    def did_save(params: dict[str, Any]) -> None:
+    @ls.feature(types.TEXT_DOCUMENT_DID_SAVE)
+    def did_save(params: types.DidSaveTextDocumentParams) -> None:
         """A save: a formatter may rewrite the file in the next moment."""
-        ls.buffer_saved(params["textDocument"]["uri"])
-
-    @ls.on_notification(protocol.DID_CLOSE)
-    def did_close(params: dict[str, Any]) -> None:
-        """A buffer closed: the disk is what counts again."""
-        uri = params["textDocument"]["uri"]
-        ls.buffers.close(uri)
-        ls.buffer_closed(uri)
+        ls.buffer_saved(params.text_document.uri)
 
 
 def _register_workspace(ls: AgentServer) -> None:
-    @ls.on_notification(protocol.FOLDERS_CHANGED)
-    async def folders_changed(params: dict[str, Any]) -> None:
+    @ls.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+    async def folders_changed(params: types.DidChangeWorkspaceFoldersParams) -> None:
         """Folders were added to the workspace or removed from it."""
-        for removed in params["event"]["removed"]:
-            await ls.remove_folder(removed["uri"])
-        for added in params["event"]["added"]:
-            ls.add_folder(added["uri"])
+        for removed in params.event.removed:
+            await ls.remove_folder(removed.uri)
+        for added in params.event.added:
+            ls.add_folder(added.uri)
 
-    @ls.on_notification(protocol.CONFIGURATION_CHANGED)
-    def did_change_configuration(params: Any) -> None:
+    @ls.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    def did_change_configuration(params: types.DidChangeConfigurationParams) -> None:
         """Settings changed in the editor: read them again."""
         ls.run_task(ls.refresh_settings(), "reading the settings")
 
@@ -606,7 +662,7 @@ def import_agent() -> None:
 
 
 async def _warm_up() -> None:
-    await asyncio.to_thread(import_agent)  # done already under `lsp-agent serve` (`boot.py`)
+    await asyncio.to_thread(import_agent)
     from lsp_agent.safety.sandbox import probe
 
     await asyncio.to_thread(probe)
