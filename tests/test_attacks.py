@@ -597,7 +597,28 @@ def test_the_suite_has_at_least_thirty_attacks() -> None:
 
 
 def host_processes() -> int:
-    return sum(1 for entry in os.scandir("/proc") if entry.name.isdigit())
+    """The processes this test started, and theirs, in the host's view (what else runs on the
+    machine meanwhile, another test's or not, is not counted)."""
+    parents: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as stat:
+                # The command name may hold spaces and parentheses: the fields follow the last ")".
+                fields = stat.read().rpartition(b")")[2].split()
+        except OSError:  # gone meanwhile
+            continue
+        parents[int(entry.name)] = int(fields[1])
+    ours = os.getpid()
+    count = 0
+    for pid in parents:
+        seen = 0
+        while pid > 1 and pid != ours and seen < 64:
+            pid = parents.get(pid, 0)
+            seen += 1
+        count += pid == ours
+    return count
 
 
 @pytest.mark.skipif(
