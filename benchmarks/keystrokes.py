@@ -8,7 +8,11 @@ the first keystroke sent to the status answered, per keystroke: how long any req
 behind typing. It covers the buffer kept in step and the change tracker told of the typing; it
 leaves out the editor's own cost.
 
-Usage: .venv/bin/python benchmarks/typing.py [--sizes 1,10] [--keys 200]
+Beside it, in this process, the same keystrokes applied to the server's own buffer store
+(`lsp_agent/lsp/documents.py`) and to pygls' workspace (`pygls.workspace.Workspace`, which the
+server keeps out of the way): why the server keeps its buffers itself.
+
+Usage: .venv/bin/python benchmarks/keystrokes.py [--sizes 1,10] [--keys 200]
 """
 
 from __future__ import annotations
@@ -25,7 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 
 from first_ask import INITIALIZED, Raw, compile_package, execute, initialize
+from lsprotocol import types
+from pygls.workspace import Workspace
 
+from lsp_agent.lsp.documents import Buffers
 from tests.editor import server_env
 
 LINE = "value = compute(alpha, beta)  # a line of ordinary code\n"
@@ -97,6 +104,41 @@ def measure(megabytes: int, keys: int) -> tuple[float, float]:
             server.close()
 
 
+def stores(megabytes: int, keys: int) -> tuple[float, float]:
+    """ms per keystroke applied to the server's buffer store, and to pygls' workspace."""
+    lines = megabytes * 1_000_000 // len(LINE)
+    text, uri = LINE * lines, "file:///big.py"
+    changes = [
+        types.TextDocumentContentChangePartial(
+            range=types.Range(
+                start=types.Position(line=lines // 2, character=5),
+                end=types.Position(line=lines // 2, character=5),
+            ),
+            text="x",
+        )
+        for _ in range(keys)
+    ]
+    buffers = Buffers()
+    buffers.open(uri, text, 1)
+    started = time.perf_counter()
+    for version, change in enumerate(changes, start=2):
+        buffers.change(uri, version, [change], "utf-16")
+    ours = (time.perf_counter() - started) / keys * 1000
+    workspace = Workspace(None, types.TextDocumentSyncKind.Incremental)
+    workspace.put_text_document(
+        types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)
+    )
+    started = time.perf_counter()
+    for version, change in enumerate(changes, start=2):
+        document = types.VersionedTextDocumentIdentifier(uri=uri, version=version)
+        workspace.update_text_document(document, change)
+    library = (time.perf_counter() - started) / keys * 1000
+    buffer = buffers.get(uri)
+    assert buffer is not None
+    assert buffer.source == workspace.get_text_document(uri).source
+    return ours, library
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1,10")
@@ -108,6 +150,11 @@ def main() -> None:
         print(
             f"{megabytes:3d} MB file, {args.keys} keystrokes: server CPU {cpu:.2f} ms per "
             f"keystroke; a request behind them waits {wall:.2f} ms per keystroke"
+        )
+        ours, library = stores(megabytes, args.keys)
+        print(
+            f"{megabytes:3d} MB file, the keystroke alone: the server's buffer store {ours:.3f} ms,"
+            f" pygls' workspace {library:.3f} ms"
         )
 
 
