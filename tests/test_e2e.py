@@ -323,6 +323,27 @@ async def test_an_unreachable_endpoint_fails_the_turn_with_a_clear_error(
     assert status.baseUrl == url
 
 
+async def test_a_model_picker_gets_what_the_endpoint_lists_and_the_model_in_effect(
+    editor: Editor, model: ScriptedModel
+) -> None:
+    model.models = ["test-model", "bigger-model"]
+    await editor.configure({"baseUrl": model.base_url, "model": "test-model"})
+
+    listed = await editor.command("lspAgent.models", {})
+
+    assert listed.models == ["test-model", "bigger-model"]
+    assert (listed.current, listed.baseUrl, listed.provider) == (
+        "test-model",
+        model.base_url,
+        "openai",
+    )
+    await editor.configure({"baseUrl": "http://127.0.0.1:9/v1", "model": "test-model"})
+    with pytest.raises(JsonRpcException) as raised:  # an endpoint that does not answer
+        await editor.command("lspAgent.models", {})
+    assert "127.0.0.1:9" in str(raised.value)
+    await editor.configure({"baseUrl": model.base_url, "model": "test-model"})
+
+
 async def test_a_missing_model_says_how_to_set_it(editor: Editor, model: ScriptedModel) -> None:
     await editor.configure({"baseUrl": model.base_url})
 

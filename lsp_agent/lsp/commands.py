@@ -152,6 +152,20 @@ def register(ls: AgentServer) -> None:
         agent = await _agent(ls, await _folder(ls, session=args.session))
         return await _user_errors_async(ls, agent.undo_turn(args.session, args.turn, args.mode))
 
+    @command(names.MODELS)
+    async def models(*arguments: Any) -> dict[str, Any]:
+        """The models the endpoint lists, and the one in effect: what a model picker offers."""
+        folder = _checked(lambda: folder_argument(names.MODELS, arguments))
+        agent = await _agent(ls, await _folder(ls, folder=folder))
+        listed = await _user_errors_async(ls, agent.provider.list_models())
+        settings = agent.settings
+        return {
+            "models": listed,
+            "current": settings.model,
+            "baseUrl": settings.base_url,
+            "provider": settings.provider,
+        }
+
     @command(names.STATUS)
     async def status(*arguments: Any) -> dict[str, Any]:
         """The model and settings in effect, and the sessions of this server."""

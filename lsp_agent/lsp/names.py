@@ -10,7 +10,8 @@ SESSIONS = "lspAgent.sessions"
 STATUS = "lspAgent.status"
 HISTORY = "lspAgent.history"
 UNDO_TURN = "lspAgent.undoTurn"
-COMMANDS = (ASK, START, CANCEL, NEW_SESSION, SESSIONS, HISTORY, UNDO_TURN, STATUS)
+MODELS = "lspAgent.models"
+COMMANDS = (ASK, START, CANCEL, NEW_SESSION, SESSIONS, HISTORY, UNDO_TURN, MODELS, STATUS)
 """Every command, in the order the server registers them (its `initialize` answer lists them)."""
 
 EVENT = "lspAgent/event"

@@ -12,6 +12,7 @@ export const SESSIONS = 'lspAgent.sessions';
 export const STATUS = 'lspAgent.status';
 export const HISTORY = 'lspAgent.history';
 export const UNDO_TURN = 'lspAgent.undoTurn';
+export const MODELS = 'lspAgent.models';
 
 /** Server → client notification for every step of a turn. */
 export const EVENT = 'lspAgent/event';

@@ -13,6 +13,7 @@ M.SESSIONS = "lspAgent.sessions"
 M.STATUS = "lspAgent.status"
 M.HISTORY = "lspAgent.history"
 M.UNDO_TURN = "lspAgent.undoTurn"
+M.MODELS = "lspAgent.models"
 
 --- Server → client notification for every step of a turn: `{session, turn, kind, ...}`.
 M.EVENT = "lspAgent/event"
