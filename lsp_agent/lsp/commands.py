@@ -152,6 +152,14 @@ def register(ls: AgentServer) -> None:
         agent = await _agent(ls, await _folder(ls, session=args.session))
         return await _user_errors_async(ls, agent.undo_turn(args.session, args.turn, args.mode))
 
+    _register_endpoint(ls, command)
+
+
+def _register_endpoint(
+    ls: AgentServer, command: Callable[[str], Callable[[Command], Command]]
+) -> None:
+    """The commands that tell what is in effect: the model and its endpoint, the sessions."""
+
     @command(names.MODELS)
     async def models(*arguments: Any) -> dict[str, Any]:
         """The models the endpoint lists, and the one in effect: what a model picker offers."""
