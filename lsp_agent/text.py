@@ -146,7 +146,50 @@ def unique_anchors(a: Sequence[str], b: Sequence[str]) -> list[tuple[int, int]]:
         chain.append(pairs[k])
         k = back[k]
     chain.reverse()
-    return chain
+    return _without_moved_lines(chain, pairs, len(a), len(b))
+
+
+def _without_moved_lines(
+    chain: list[tuple[int, int]], pairs: list[tuple[int, int]], len_a: int, len_b: int
+) -> list[tuple[int, int]]:
+    """`chain` without the anchors that are lines moved across the text, and with the unique
+    lines between the others that keep their place.
+
+    Two lines that trade places (`a - b` above and `a + b` below, each swapped for the other)
+    are both unique, and the longest increasing run may keep either one: anchoring on it would
+    align everything between the two as deleted on one side and inserted on the other. An
+    anchor whose shift (j - i) differs from its neighbours', when they agree with each other,
+    is such a line: it is left to the matching between its neighbours, where it is one changed
+    line among equal ones."""
+    kept: list[tuple[int, int]] = []
+    ends = [*chain, (len_a, len_b)]
+    for index, (i, j) in enumerate(chain):
+        before = kept[-1] if kept else (-1, -1)
+        after = ends[index + 1]
+        shift, shift_before, shift_after = j - i, before[1] - before[0], after[1] - after[0]
+        if shift_before == shift_after != shift:
+            continue
+        kept.append((i, j))
+    if len(kept) == len(chain):
+        return chain
+    # Between two anchors that agree, the unique lines that keep the same shift are anchors too
+    # (the matching between them then runs on short stretches, as before).
+    refilled: list[tuple[int, int]] = []
+    bounds = [(-1, -1), *kept, (len_a, len_b)]
+    at = 0
+    for start, end in itertools.pairwise(bounds):
+        shift = start[1] - start[0]
+        if end[1] - end[0] == shift:
+            while at < len(pairs) and pairs[at][0] <= start[0]:
+                at += 1
+            while at < len(pairs) and pairs[at][0] < end[0]:
+                i, j = pairs[at]
+                if j - i == shift:
+                    refilled.append((i, j))
+                at += 1
+        if end[0] < len_a:
+            refilled.append(end)
+    return refilled
 
 
 def unified_diff(path: str, before: str, after: str) -> str:

@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from lsp_agent.text import (
+    changed_lines,
     equal_ends,
     line_offsets,
     line_starts,
     split_lf,
     split_lines,
     unified_diff,
+    unique_anchors,
 )
 
 LSP_BREAK = re.compile(r"\r\n|\r|\n")
@@ -122,3 +125,36 @@ def test_a_change_deep_in_a_large_file_is_numbered_from_the_top() -> None:
     diff = unified_diff("big.txt", before, after)
     assert "@@ -24997,7 +24997,7 @@\n" in diff
     assert "-line 25000\n+line twenty-five thousand\n" in diff
+
+
+@pytest.mark.parametrize(
+    "between",
+    ["\n" * 58, "    pass\n" * 58, "".join(f"    x{i} = {i}\n" for i in range(58))],
+    ids=["blank lines", "repeated lines", "unique lines"],
+)
+def test_two_lines_that_trade_places_far_apart_are_two_changed_lines(between: str) -> None:
+    """`a - b` becomes `a + b` in one function and the other way round sixty lines below: both
+    lines are unique, and aligning on either would delete and re-insert everything between."""
+    before = "def add(a, b):\n    return a - b\n" + between + "def sub(a, b):\n    return a + b\n"
+    after = "def add(a, b):\n    return a + b\n" + between + "def sub(a, b):\n    return a - b\n"
+    a, b = split_lines(before), split_lines(after)
+
+    assert changed_lines(a, b) == [(1, 2, 1, 2), (61, 62, 61, 62)]
+    assert all(a[i] == b[j] for i, j in unique_anchors(a, b))
+
+
+@settings(max_examples=300, deadline=None)
+@given(words, words)
+def test_the_anchors_are_equal_lines_in_order_and_the_changes_rebuild_the_text(
+    before: str, after: str
+) -> None:
+    a, b = split_lines(before), split_lines(after)
+    anchors = unique_anchors(a, b)
+    assert all(a[i] == b[j] for i, j in anchors)
+    assert anchors == sorted(anchors)
+    assert [j for _, j in anchors] == sorted(j for _, j in anchors)
+    rebuilt, at = [], 0
+    for i1, i2, j1, j2 in changed_lines(a, b):
+        rebuilt += a[at:i1] + b[j1:j2]
+        at = i2
+    assert rebuilt + a[at:] == b
