@@ -72,7 +72,7 @@ async def test_an_edit_the_user_changed_before_applying_makes_the_model_read_aga
     await agent.ask("edit")
 
     _, applied, second = results(model.requests[-1])
-    assert "hunk 1 (line 1): modified by the user" in applied
+    assert "hunk 1: replacing 1 line: changed by the user before applying" in applied
     assert "+something else entirely" in applied
     assert "read hello.py again" in applied
     assert "read hello.py again" in second

@@ -275,9 +275,9 @@ async def test_the_user_keeps_one_of_two_hunks_and_the_model_hears_which(
 
     assert (workspace / "lines.txt").read_text() == TEN_LINES.replace("line 2", "line two")
     told = tool_results(model.requests[-1])[-1]
-    assert "applied only part of your edit to lines.txt (1 of 2 hunks as proposed)" in told
-    assert "- hunk 1 (line 2): accepted" in told
-    assert "- hunk 2 (line 9): rejected by the user" in told
+    assert "the user applied part of your edit to lines.txt (1 of 2 hunks applied" in told
+    assert "- hunk 1: replaced line 2: applied" in told
+    assert "- hunk 2: replacing line 9: not applied by the user" in told
 
 
 @pytest_asyncio.fixture(loop_scope="module")

@@ -118,8 +118,8 @@ def test_the_user_keeps_one_hunk_of_two(
     expected = "".join(lines).replace("line 1\n", "line one\n", 1)
     assert (workspace / "lines.txt").read_text() == expected
     told = tool_results(model.requests[-1])[1]
-    assert "applied only part of your edit to lines.txt (1 of 2 hunks as proposed)" in told
-    assert "- hunk 2 (line 10): rejected by the user" in told
+    assert "the user applied part of your edit to lines.txt (1 of 2 hunks applied" in told
+    assert "- hunk 2: replacing line 10: not applied by the user" in told
 
 
 def test_an_edit_made_for_an_older_buffer_is_refused_then_merged_and_reviewed_again(

@@ -29,9 +29,13 @@ def test_the_user_unticks_one_of_two_hunks_and_the_model_is_told_which() -> None
 
     assert [(h.number, h.status) for h in report.hunks] == [(1, REJECTED), (2, ACCEPTED)]
     message = report.message("a.py")
-    assert message.startswith("the editor applied only part of your edit to a.py (1 of 2 hunks")
-    assert "- hunk 1 (line 4): rejected by the user — the old text is still there" in message
-    assert "- hunk 2 (line 21): accepted" in message
+    assert message.startswith("the user applied part of your edit to a.py (1 of 2 hunks applied")
+    assert (
+        "- hunk 1: replacing line 4: not applied by the user (the old text is still there)"
+        in message
+    )
+    assert "- hunk 2: replaced line 21: applied" in message
+    assert report.short() == "1 of 2 hunks applied"
     assert "read a.py again before editing it further" in message
 
 
@@ -45,7 +49,10 @@ def test_a_hunk_the_user_changed_before_it_landed_shows_the_users_version() -> N
     assert modified.proposed == "LINE TWENTY\n"
     assert modified.landed == "Line Twenty (mine)\n"
     message = report.message("a.py")
-    assert "- hunk 2 (line 21): modified by the user" in message
+    assert (
+        "- hunk 2: replacing 1 line: changed by the user before applying (line 21 holds the "
+        "user's version)" in message
+    )
     assert "  -LINE TWENTY" in message
     assert "  +Line Twenty (mine)" in message
 
@@ -54,7 +61,8 @@ def test_nothing_landed_though_the_editor_said_applied() -> None:
     report = hunk_outcomes(BEFORE, TWO_HUNKS, BEFORE)
 
     assert [h.status for h in report.hunks] == [REJECTED, REJECTED]
-    assert report.message("a.py").startswith("the user did not keep any of your edit to a.py")
+    assert report.message("a.py").startswith("the user applied none of the 2 hunks of your edit")
+    assert report.short() == "not applied by the user"
 
 
 def test_the_user_also_typed_elsewhere() -> None:
@@ -66,7 +74,7 @@ def test_the_user_also_typed_elsewhere() -> None:
     assert [h.status for h in report.hunks] == [ACCEPTED, ACCEPTED]
     assert [(o.start, o.end) for o in report.others] == [(28, 28)]
     message = report.message("a.py")
-    assert "landed as proposed, and the user changed other lines too" in message
+    assert "was applied as proposed, and the user changed other lines too" in message
     assert "- line 28: also changed by the user" in message
 
 
@@ -136,9 +144,9 @@ def test_a_patch_on_repeated_lines_is_reported_by_the_models_own_hunks() -> None
 
     assert [(h.number, h.status) for h in report.hunks] == [(1, ACCEPTED), (2, REJECTED)]
     message = report.message("f.py")
-    assert "(1 of 2 hunks as proposed)" in message
-    assert "- hunk 1 (starting 'x = 1', lines 1-3): accepted" in message
-    assert "- hunk 2 (starting 'y = 2', lines 63-65): rejected by the user" in message
+    assert "(1 of 2 hunks applied as proposed)" in message
+    assert "- hunk 1 (starting 'x = 1'): replaced line 2: applied" in message
+    assert "- hunk 2 (starting 'y = 2'): replacing line 64: not applied by the user" in message
 
 
 def test_the_models_hunks_are_found_again_after_the_users_typing_was_merged_in() -> None:
@@ -175,3 +183,27 @@ def test_hunks_that_no_longer_describe_the_change_give_way_to_the_diff() -> None
         (1, "", REJECTED),
         (2, "", ACCEPTED),
     ]
+
+
+def test_an_inserted_hunk_the_user_left_out_is_told_as_an_insertion_not_applied() -> None:
+    """Not "removed before line 16": nothing was removed, the lines were never inserted."""
+    inserted = BEFORE.replace("line 14\n", "line 14\nnew a\nnew b\n")
+
+    left_out = hunk_outcomes(BEFORE, inserted, BEFORE).message("a.py")
+    kept = hunk_outcomes(BEFORE, inserted, inserted.replace("line 27\n", "mine\n")).message("a.py")
+
+    assert left_out.startswith("the user did not apply your edit to a.py:")
+    assert "- hunk 1: inserting 2 lines before line 16: not applied by the user" in left_out
+    assert "removed" not in left_out
+    assert "- hunk 1: inserted lines 16-17: applied" in kept
+    assert "- line 30: also changed by the user" in kept
+
+
+def test_a_removing_hunk_is_told_by_what_it_removes() -> None:
+    removed = BEFORE.replace("line 5\nline 6\n", "")
+
+    kept = hunk_outcomes(BEFORE, removed, removed.replace("line 27\n", "x\n")).message("a.py")
+    left = hunk_outcomes(BEFORE, removed, BEFORE).message("a.py")
+
+    assert "- hunk 1: removed 2 lines before line 6: applied" in kept
+    assert "- hunk 1: removing lines 6-7: not applied by the user" in left

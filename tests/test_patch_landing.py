@@ -39,7 +39,8 @@ async def test_the_user_keeps_one_hunk_of_a_patch_on_repeated_lines(tmp_path: Pa
     result = await tools.apply_patch(PATCH, review=True, counts=EditCounts())
 
     assert result.ok
-    assert "the editor applied only part of your edit to notes.py (1 of 2 hunks" in result.text
-    assert "- hunk 1 (starting 'x = 1', lines 1-3): accepted" in result.text
-    assert "- hunk 2 (starting 'y = 2', lines 63-65): rejected by the user" in result.text
+    assert "the user applied part of your edit to notes.py (1 of 2 hunks" in result.text
+    assert "- hunk 1 (starting 'x = 1'): replaced line 2: applied" in result.text
+    assert "- hunk 2 (starting 'y = 2'): replacing line 64: not applied by the user" in result.text
+    assert result.summary.endswith("(notes.py: 1 of 2 hunks applied)")
     assert path.read_text() == port.land

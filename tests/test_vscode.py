@@ -146,6 +146,6 @@ def test_the_user_reverts_one_hunk_in_the_review_and_the_model_hears_which(
     # What the model was told: which hunk landed and which the user took back.
     assert model.remaining == 0, model.rejections
     *_, after_accept = tool_results(model.requests[2])
-    assert "applied only part of your edit to limits.py (1 of 2 hunks as proposed)" in after_accept
-    assert "hunk 1 (line 2): accepted" in after_accept
-    assert "hunk 2 (line 11): rejected by the user" in after_accept
+    assert "the user applied part of your edit to limits.py (1 of 2 hunks" in after_accept
+    assert "hunk 1: replaced line 2: applied" in after_accept
+    assert "hunk 2: replacing line 11: not applied by the user" in after_accept

@@ -115,44 +115,54 @@ class LandingReport:
         return sum(1 for h in self.hunks if h.status == ACCEPTED)
 
     def message(self, path: str) -> str:
-        """What the model is told about the edit to `path`."""
+        """What the model is told about the edit to `path` (the user's history shows the same):
+        each hunk by what it does (inserted, removed, replaced which lines of the file as it is
+        now) and what became of it (applied, not applied by the user, changed by the user
+        before applying)."""
         total = self.total or max((h.last_number or h.number for h in self.hunks), default=0)
         if self.exact:
             return f"applied: {path} (all {total} hunks as proposed)"
-        if not self.hunks or all(h.status == REJECTED for h in self.hunks):
-            head = f"the user did not keep any of your edit to {path}"
-        elif self.accepted == len(self.hunks):
-            head = f"your edit to {path} landed as proposed, and the user changed other lines too"
-        else:
-            head = (
-                f"the editor applied only part of your edit to {path} "
-                f"({self.accepted} of {total} hunks as proposed)"
-            )
-        lines = [head + ":"]
+        lines = [f"{self._head(path, total)}:"]
         for hunk in self.hunks:
-            where = _lines(hunk.start, hunk.end)
-            if hunk.label:
-                where = f"{hunk.label}, {where}"
-            if hunk.status == ACCEPTED:
-                lines.append(f"- {hunk.numbers} ({where}): accepted")
-            elif hunk.status == REJECTED:
-                lines.append(
-                    f"- {hunk.numbers} ({where}): rejected by the user — the old text is "
-                    "still there"
-                )
-            else:
-                lines.append(
-                    f"- {hunk.numbers} ({where}): modified by the user — your proposal (-) and "
-                    "what is there instead (+):"
-                )
+            name = hunk.numbers + (f" ({hunk.label})" if hunk.label else "")
+            lines.append(f"- {name}: {_what_became(hunk)}")
+            if hunk.status == MODIFIED:
                 lines.extend("  " + line for line in hunk.user_diff().splitlines())
         for other in self.others:
-            lines.append(f"- {_lines(other.start, other.end)}: also changed by the user")
+            lines.append(f"- {_span(other.start, other.end)}: also changed by the user")
         lines.append(
             f"The file as it is now is what counts: read {path} again before editing it further, "
-            "and do not redo hunks the user rejected unless they ask."
+            "and do not redo hunks the user did not apply unless they ask."
         )
         return "\n".join(lines)
+
+    def short(self) -> str:
+        """The outcome in a few words (the edit's line in the editor's history)."""
+        total = self.total or max((h.last_number or h.number for h in self.hunks), default=0)
+        modified = sum(1 for h in self.hunks if h.status == MODIFIED)
+        if self.exact:
+            return "applied"
+        if not self.hunks or all(h.status == REJECTED for h in self.hunks):
+            return "not applied by the user"
+        if self.accepted == len(self.hunks):
+            return "applied; the user also changed other lines"
+        said = f"{self.accepted} of {total} hunks applied"
+        return said + (f", {modified} changed by the user" if modified else "")
+
+    def _head(self, path: str, total: int) -> str:
+        if not self.hunks or all(h.status == REJECTED for h in self.hunks):
+            if total <= 1:
+                return f"the user did not apply your edit to {path}"
+            return f"the user applied none of the {total} hunks of your edit to {path}"
+        if self.accepted == len(self.hunks):
+            return (
+                f"your edit to {path} was applied as proposed, and the user changed other lines too"
+            )
+        modified = sum(1 for h in self.hunks if h.status == MODIFIED)
+        parts = [f"{self.accepted} of {total} hunks applied as proposed"]
+        if modified:
+            parts.append(f"{modified} changed by the user before applying")
+        return f"the user applied part of your edit to {path} ({', '.join(parts)})"
 
 
 def hunk_outcomes(
@@ -348,9 +358,60 @@ def _covers(hunk: ProposedHunk, start: int, end: int) -> bool:
     return first < end and start < last
 
 
-def _lines(start: int, end: int) -> str:
+def _what_became(hunk: HunkOutcome) -> str:
+    """What `hunk` does and what became of it, with the lines it concerns in the file as it is
+    now (the hunk's context lines, which it leaves as they are, are not counted)."""
+    lead, old, new = _core(hunk.before, hunk.proposed)
+    first = hunk.start + lead
+    if hunk.status == ACCEPTED:
+        if new == 0:
+            return f"removed {_count(old)} before line {first}: applied"
+        span = _span(first, first + new - 1)
+        if old == 0:
+            return f"inserted {span}: applied"
+        return (
+            f"replaced {span}: applied"
+            if old == new
+            else f"replaced {_count(old)} with {span}: applied"
+        )
+    if hunk.status == REJECTED:
+        if old == 0:
+            return f"inserting {_count(new)} before line {first}: not applied by the user"
+        span = _span(first, first + old - 1)
+        if new == 0:
+            return f"removing {span}: not applied by the user (the lines are still there)"
+        return f"replacing {span}: not applied by the user (the old text is still there)"
+    verb = "inserting" if old == 0 else "removing" if new == 0 else "replacing"
+    if hunk.end < hunk.start:
+        now = f"the user removed the lines there, before line {hunk.start}"
+    else:
+        holds = "holds" if hunk.end == hunk.start else "hold"
+        now = f"{_span(hunk.start, hunk.end)} {holds} the user's version"
+    return (
+        f"{verb} {_count(old or new)}: changed by the user before applying ({now}) — your "
+        "proposal (-) and what is there instead (+):"
+    )
+
+
+def _core(before: str, proposed: str) -> tuple[int, int, int]:
+    """How many lines lead the change unchanged, and how many old and new lines it changes."""
+    old, new = split_lines(before), split_lines(proposed)
+    lead = 0
+    while lead < min(len(old), len(new)) and old[lead] == new[lead]:
+        lead += 1
+    trail = 0
+    while trail < min(len(old), len(new)) - lead and old[-1 - trail] == new[-1 - trail]:
+        trail += 1
+    return lead, len(old) - lead - trail, len(new) - lead - trail
+
+
+def _count(lines: int) -> str:
+    return f"{lines} line" if lines == 1 else f"{lines} lines"
+
+
+def _span(start: int, end: int) -> str:
     if end < start:
-        return f"removed before line {start}"
+        return f"before line {start}"
     if end == start:
         return f"line {start}"
     return f"lines {start}-{end}"

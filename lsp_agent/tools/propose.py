@@ -26,7 +26,7 @@ from lsp_agent.errors import ToolError
 from lsp_agent.port import Document, EditorPort, EditOutcome, EditProposal, FileChange
 from lsp_agent.text import unified_diff
 from lsp_agent.tools import syntax
-from lsp_agent.tools.outcome import ProposedHunk, hunk_outcomes
+from lsp_agent.tools.outcome import LandingReport, ProposedHunk, hunk_outcomes
 from lsp_agent.tools.reads import Reads
 from lsp_agent.tools.rebase import rebase
 from lsp_agent.tools.results import EditCounts, Landed, ToolResult
@@ -222,6 +222,7 @@ class Proposer:
     async def _applied(self, pinned: _Pinned, done: str, summary: str) -> ToolResult:
         told: list[str] = []
         diffs: list[str] = []
+        outcomes: list[str] = []  # each file not applied as proposed, in a few words
         unconfirmed: list[str] = []
         changed: list[Landed] = []
         for item in pinned.planned:
@@ -247,7 +248,9 @@ class Proposer:
                 self.reads.saw(change.path, landed, applied=True)
                 diffs.append(unified_diff(item.rel, change.before or "", change.after))
             else:
-                told.append(self._landed_otherwise(item, landed))
+                report = self._landed_otherwise(item, landed)
+                told.append(report.message(item.rel))
+                outcomes.append(f"{item.rel}: {report.short()}")
         edits = tuple((item.change.path, True) for item in pinned.planned)
         notes = [f"{note}." for note in pinned.merged]
         if unconfirmed:
@@ -261,7 +264,7 @@ class Proposer:
                     [*notes, "the editor applied the edit, but not all of it as proposed:", *told]
                 ),
                 ok=True,
-                summary=f"{summary} (changed by the user)"[:200],
+                summary=f"{summary} ({'; '.join(outcomes) or 'not all as proposed'})"[:200],
                 edits=edits,
                 landed=tuple(changed),
             )
@@ -291,7 +294,7 @@ class Proposer:
             return landed, landed is not None
         return await self.current(path), True
 
-    def _landed_otherwise(self, item: Planned, landed: Document) -> str:
+    def _landed_otherwise(self, item: Planned, landed: Document) -> LandingReport:
         """The file holds something else than the proposal: which hunks landed, which the user
         left out, and what they wrote instead."""
         change = item.change
@@ -300,8 +303,7 @@ class Proposer:
         # again from <file_changes>.
         self.reads.landed_as(change.path, landed.text)
         self.reads.forget(change.path, "the user changed your edit before keeping it")
-        report = hunk_outcomes(change.before or "", change.after, landed.text, item.hunks)
-        return report.message(item.rel)
+        return hunk_outcomes(change.before or "", change.after, landed.text, item.hunks)
 
 
 async def syntax_guard(rel: str, before: str | None, after: str) -> None:

@@ -212,19 +212,19 @@ describe('ChatModel', () => {
 describe('editOutcome', () => {
     it('reads each hunk of a partly applied edit', () => {
         const told = [
-            'the editor applied only part of your edit to a.py (1 of 2 hunks as proposed):',
-            '- hunk 1 (lines 3-4): accepted',
-            '- hunk 2 (line 9): rejected by the user — the old text is still there',
-            '- hunks 3-4 (@@ def f():, lines 12-14): modified by the user — your proposal (-) and what is there instead (+):',
+            'the user applied part of your edit to a.py (1 of 3 hunks applied as proposed, 1 changed by the user before applying):',
+            '- hunk 1: replaced lines 3-4: applied',
+            '- hunk 2: inserting 2 lines before line 9: not applied by the user',
+            "- hunks 3-4 (@@ def f():): replacing 3 lines: changed by the user before applying (lines 12-14 hold the user's version) — your proposal (-) and what is there instead (+):",
             '  -x',
             '  +y',
         ].join('\n');
         assert.deepEqual(editOutcome(told, true), {
             state: 'partial',
             hunks: [
-                { label: 'hunk 1 · lines 3-4', status: 'accepted' },
-                { label: 'hunk 2 · line 9', status: 'rejected' },
-                { label: 'hunks 3-4 · @@ def f():, lines 12-14', status: 'modified' },
+                { label: 'hunk 1 · replaced lines 3-4', status: 'accepted' },
+                { label: 'hunk 2 · inserting 2 lines before line 9', status: 'rejected' },
+                { label: 'hunks 3-4 · @@ def f(): · replacing 3 lines', status: 'modified' },
             ],
         });
     });

@@ -184,8 +184,16 @@ export function editOutcome(
         return { state: /the user rejected/.test(text) ? 'rejected' : 'failed', hunks: [] };
     }
     const hunks: HunkOutcome[] = [];
-    for (const match of text.matchAll(/^- (hunks? [\d-]+) \((.*)\): (accepted|rejected|modified)\b/gm)) {
-        hunks.push({ label: `${match[1]} · ${match[2]}`, status: match[3] as HunkOutcome['status'] });
+    // `- hunk 2 (starting 'x = 1'): replacing line 4: not applied by the user (…)`
+    const told = /^- (hunks? [\d-]+)(?: \((.+?)\))?: (.+?): (applied|not applied by the user|changed by the user before applying)\b/gm;
+    const statuses: Record<string, HunkOutcome['status']> = {
+        applied: 'accepted',
+        'not applied by the user': 'rejected',
+        'changed by the user before applying': 'modified',
+    };
+    for (const match of text.matchAll(told)) {
+        const label = [match[1], match[2], match[3]].filter(Boolean).join(' · ');
+        hunks.push({ label, status: statuses[match[4]] });
     }
     if (hunks.length > 0) {
         const kept = hunks.filter((hunk) => hunk.status === 'accepted').length;
