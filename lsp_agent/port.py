@@ -60,6 +60,9 @@ class EditOutcome:
     """The client's `failureReason` (or the user's words) when not applied."""
     stale: bool = False
     """Not applied because the buffer changed after the edit was computed (the user typed)."""
+    unexplained: bool = False
+    """`stale` only by guess: refused without a reason while the buffer moved on (a client's
+    version check, or the user's "no"; a second such refusal is the user's)."""
     unsupported: bool = False
     """Not sent at all: the editor cannot carry out part of it (e.g. it cannot delete files)."""
     failed: bool = False

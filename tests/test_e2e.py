@@ -133,6 +133,50 @@ async def test_the_user_rejects_the_edit_and_the_model_is_told_why(
     assert editor.events_of("edit")[0]["applied"] is False
 
 
+async def test_a_rejection_after_the_user_typed_in_the_file_is_final_and_its_reason_told(
+    editor: Editor, model: ScriptedModel, workspace: Path
+) -> None:
+    """The user types elsewhere in the file, then rejects with a reason: no second review of
+    the same edit, and the model hears the reason."""
+    editor.open("hello.py", language="python")
+    editor.before_apply = lambda: editor.type(
+        "hello.py", 'def greet():\n    return "hello"\n# note\n'
+    )
+    editor.decide = reject("not this way")
+    model.add(*read_then_edit("hello.py", '"hello"', '"bye"'), reply("Understood."))
+
+    result = await editor.ask("change the greeting")
+
+    assert len(editor.edits_seen) == 1  # shown once
+    assert (result.edits.proposed, result.edits.applied, result.edits.rejected) == (1, 0, 1)
+    told = last_tool_result(model)
+    assert "the user rejected" in told
+    assert "not this way" in told
+    assert editor.buffers[editor.uri("hello.py")].text.endswith("# note\n")
+
+
+async def test_a_refusal_without_a_word_while_the_user_types_is_merged_and_asked_once_more(
+    editor: Editor, model: ScriptedModel, workspace: Path
+) -> None:
+    """VS Code's own client refuses an edit made for an older version without saying why, and a
+    user's "no" looks the same: the edit is merged onto the typing and shown once more; the
+    second wordless refusal is the user's."""
+    editor.open("hello.py", language="python")
+    typed = iter(
+        ['# one\ndef greet():\n    return "hello"\n', '# two\ndef greet():\n    return "hello"\n']
+    )
+    editor.before_apply = lambda: editor.type("hello.py", next(typed))
+    editor.decide = reject(None)
+    model.add(*read_then_edit("hello.py", '"hello"', '"bye"'), reply("Understood."))
+
+    result = await editor.ask("change the greeting")
+
+    assert len(editor.edits_seen) == 2  # once, then once merged onto "# one"
+    assert (result.edits.proposed, result.edits.applied, result.edits.rejected) == (1, 0, 1)
+    told = last_tool_result(model)
+    assert "the user rejected" in told
+
+
 async def test_old_text_not_found_or_ambiguous_goes_back_to_the_model(
     editor: Editor, model: ScriptedModel, workspace: Path
 ) -> None:

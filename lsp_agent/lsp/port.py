@@ -236,8 +236,17 @@ class LspPort:
         applied, reason = _apply_result(result)
         if applied:
             return EditOutcome(True)
-        if self._moved_on(proposal):
+        if reason is not None and says_stale(reason):
+            # The editor refused the edit because the text moved on, not because the user said
+            # no: it is merged onto the newer text and proposed again.
             return EditOutcome(False, reason, stale=True)
+        if reason is None and self._moved_on(proposal):
+            # No word, and the buffer moved on: VS Code's own client refuses an edit for an
+            # older version so, and a user's "no" looks the same. Merged and proposed once
+            # more; a second refusal without a word is the user's.
+            return EditOutcome(False, None, stale=True, unexplained=True)
+        # A rejection is final, whatever the user typed meanwhile: their reason reaches the
+        # model, and the same edit is not proposed again.
         return EditOutcome(False, reason)
 
     async def _newer_versions(self, proposal: EditProposal) -> None:
@@ -346,6 +355,23 @@ STALE_REFUSAL = re.compile(r"require version \d+, (you )?have \d+")
 def refused_as_stale(error: JsonRpcException) -> bool:
     """Whether an error answer to `workspace/applyEdit` says the buffer moved on (eglot)."""
     return STALE_REFUSAL.search(error.message) is not None
+
+
+STALE_ANSWER = re.compile(
+    r"version mismatch|changed in the editor|changed while the edit was being reviewed|"
+    r"was closed in the editor after the edit was made|send it again for the current text|"
+    r"require version \d+, (you )?have \d+",
+    re.IGNORECASE,
+)
+"""How an editor says, in a refusal's `failureReason`, that the text moved on under the edit:
+the plugins' staleness answers (`editors/neovim/lua/lsp_agent/workspace_edit.lua`,
+`editors/vscode/src/review.ts`) and eglot's version check."""
+
+
+def says_stale(reason: str) -> bool:
+    """Whether a refusal says the text moved on (then the edit is merged and sent again), rather
+    than that the user said no (then the refusal is final)."""
+    return STALE_ANSWER.search(reason) is not None
 
 
 DECLINED_MESSAGES = ("user cancelled server edit",)

@@ -105,6 +105,10 @@ class Proposer:
         outcome = await self.port.propose_edit(proposal)
         attempts = 0
         while outcome.stale and attempts < REBASE_ATTEMPTS:
+            if outcome.unexplained and attempts > 0:
+                # The merged edit was refused without a word too: that is the user's "no".
+                outcome = replace(outcome, stale=False, unexplained=False)
+                break
             attempts += 1
             try:
                 pinned = await self._pin(pinned.planned, pinned.merged)
