@@ -334,3 +334,45 @@ async def test_twenty_megabytes_in_one_delta_keep_the_editor_answered(
         "\n\n[lsp-agent: 19800000 more characters of this reply are in the session's transcript]"
     )
     await assert_the_session_goes_on(editor, model, session)
+
+
+@pytest.mark.parametrize(
+    ("label", "size", "delta"),
+    [
+        ("2 MB in 16-character deltas", 2_000_000, 16),
+        ("20 MB in one delta", 20_000_000, 20_000_000),
+    ],
+    ids=["2 MB", "20 MB"],
+)
+async def test_a_huge_answer_does_not_poison_a_session_with_an_ordinary_window(
+    editor: Editor,
+    model: ScriptedModel,
+    places: tuple[Path, Path, Path],
+    label: str,
+    size: int,
+    delta: int,
+) -> None:
+    """With the default window (128 000 tokens), a reply of megabytes is capped in what later
+    requests carry: the next ask on the session fits and completes; the transcript keeps the
+    reply whole."""
+    ordinary = {"baseUrl": model.base_url, "model": "test-model", "contextWindow": 128_000}
+    await editor.configure(ordinary)
+    try:
+        result, session, _ = await fault(editor, model, label, flood(size, delta))
+        assert result.status == "completed"
+        model.add(reply("Back on track."))
+        later = await editor.ask("and now?", session=session)
+        assert (later.status, later.answer) == ("completed", "Back on track.")
+        sent = json.loads(model.bodies[-1])["messages"]
+        (answer,) = [
+            m for m in sent if m["role"] == "assistant" and "quick brown fox" in m["content"]
+        ]
+        assert "cut here to fit the context window; the user saw it whole" in answer["content"]
+        assert len(answer["content"]) < 40_000
+        assert len(model.bodies[-1]) < 128_000 * 3.5  # the request fits the window
+        whole = [m for m in stored(places, session) if m["role"] == "assistant"]
+        assert len(whole[0]["content"]) == size
+    finally:
+        await editor.configure(
+            {"baseUrl": model.base_url, "model": "test-model", "contextWindow": WINDOW}
+        )

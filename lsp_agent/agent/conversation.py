@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from lsp_agent.agent.instructions import Instructions
+from lsp_agent.context.answers import capped
 from lsp_agent.context.reminder import FileChangeSource
 from lsp_agent.context.tokens import TokenMeter
 from lsp_agent.context.view import ContextState
@@ -103,15 +104,16 @@ class Session:
         return self.meter.context_tokens
 
     def __post_init__(self) -> None:
-        self.history[:] = map(frozen, self.history)
+        self.history[:] = (capped(frozen(message)) for message in self.history)
 
     def append(self, message: dict[str, Any]) -> None:
         """Store a message: in the history (what is sent derives from it) and the transcript.
         The history keeps a frozen copy: what the caller does with its dict afterwards changes
         nothing that is sent."""
         message = frozen(message)
-        self.history.append(message)
-        self.meter.added(message)
+        kept = capped(message)  # a reply of megabytes is capped in the history, kept whole here
+        self.history.append(kept)
+        self.meter.added(kept)
         self.transcript.append({"type": "message", "turn": self.turns, "message": message})
 
     async def snapshot(self, log: Callable[[str], None]) -> None:

@@ -76,7 +76,8 @@ class ContextEvent:
 
 @dataclass
 class Strip:
-    """Layer 2: every tool result older than the protected tail shrinks to a stub, in one batch."""
+    """Layer 2: every tool result older than the protected tail shrinks to a stub, and every
+    long answer to its head (`context/answers.py`), in one batch."""
 
     stub_chars: int = 300
     name: str = "strip"

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lsp_agent.context.answers import stubbed
 from lsp_agent.context.tokens import Message, TokenMeter, message_bytes
 from lsp_agent.messages import FrozenMessage
 
@@ -211,7 +212,10 @@ def dropped(content: str) -> str:
 
 def _sent(message: Message, index: int, state: ContextState) -> Message:
     """What is sent for the stored message at `index`."""
-    if message.get("role") != "tool":
+    role = message.get("role")
+    if role == "assistant":
+        return stubbed(message) if index < state.strip_before else message
+    if role != "tool":
         return message
     content = message.get("content")
     if not isinstance(content, str):
