@@ -67,6 +67,8 @@ def _plan(text: str, old: str, new: str, path: str) -> str:
     found = _occurrences(text, old)
     if len(found) == 1:
         start, end = found[0], found[0] + len(old)
+        skip = _spurious_break(text, start, old, new)
+        start, old = start + skip, old[skip:]
         return text[:start] + _with_local_eol(new, old, text, start, end) + text[end:]
     if found:
         raise _ambiguous(text, found, path, how=None)
@@ -77,6 +79,7 @@ def _plan(text: str, old: str, new: str, path: str) -> str:
             found = _occurrences(text, converted)
             if len(found) == 1:
                 start, end = found[0], found[0] + len(converted)
+                start += _spurious_break(text, start, converted, _LONE_LF.sub(eol, new))
                 return text[:start] + _LONE_LF.sub(eol, new) + text[end:]
             if found:
                 name = "CRLF" if eol == "\r\n" else "CR"
@@ -97,6 +100,21 @@ def _plan(text: str, old: str, new: str, path: str) -> str:
         if new_lines and not new_lines[0].strip():
             new_lines = new_lines[1:]
     return _replace(file, match.start, match.level, old_lines, old_eol, new_lines, new_eol)
+
+
+def _spurious_break(text: str, start: int, old: str, new: str) -> int:
+    """How many characters of `old`'s start to leave out of the replaced text: its leading line
+    break, when that break is the end of a line above (not a blank line of the file) and `new`
+    does not start with one. The model wrote a blank first line that is not there (aider's
+    "spurious leading blank line"); taken literally, the edit would join that line to `new`'s
+    first line."""
+    if start == 0 or text[start - 1] in "\r\n":
+        return 0
+    rest = old.lstrip("\r\n")
+    brk = "\r\n" if old.startswith("\r\n") else old[:1]
+    if rest == old or not rest or new.startswith(brk):
+        return 0  # no leading break, or only breaks (then the break itself is the edit)
+    return len(brk)
 
 
 def _model_lines(text: str) -> tuple[list[str], bool]:
