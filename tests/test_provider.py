@@ -20,8 +20,8 @@ import pytest
 from lsp_agent.messages import Reply, Usage, cached_tokens, estimate_tokens
 from lsp_agent.model import BASE_URL_SETTING, Provider, ProviderError, make_provider
 from lsp_agent.model.anthropic import AnthropicProvider, to_anthropic
+from lsp_agent.model.client import tls_context
 from lsp_agent.model.faults import retry_after_seconds
-from lsp_agent.model.http import tls_context
 from lsp_agent.model.openai import OpenAIProvider
 from lsp_agent.model.stream import TEXT_SLICE
 from tests.fake_model import (
