@@ -11,8 +11,9 @@ same parts, so the README can say how much of each figure is theirs:
   still use);
 - one streamed POST to the scripted endpoint on loopback, bodies of 50 KB and 3.5 MB (10k and
   1M tokens of history), CPU time of the client process per request: the providers' way
-  (httpx's `AsyncClient` made by `client.new_client`, the body handed over in parts, the answer
-  read raw and capped by `body.pieces`), httpx as its documentation shows it (`aiter_bytes`),
+  (httpx's `AsyncClient` made by `client.new_client`, the body handed over in the parts the
+  encoder makes, the answer read raw and capped by `body.pieces`), httpx as its documentation
+  shows it (the body whole, `aiter_bytes`),
   and the same exchange written by hand on an asyncio socket (a connection per request, the
   head and body joined and sent, the reply read: nothing else).
 
@@ -49,9 +50,13 @@ for line in open("/proc/self/status"):
 HTTP_CLIENT = """
 import asyncio, resource, sys
 
+from lsp_agent.model.encoding import json_parts
+
 URL, SIZE, CALLS, WARM, WAY = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), 3, sys.argv[4]
-BODY = b'{"model":"m","stream":true,"messages":[{"role":"user","content":"' + b"x" * SIZE + b'"}]}'
-PARTS = [BODY[:60], BODY[60:-4], BODY[-4:]]
+# In the parts the encoder gives the providers: a history's run of 64 KiB or more on its own.
+MESSAGES = [b'[{"role":"user","content":"', b"x" * SIZE, b'"}]']
+PARTS = json_parts([("model", b'"m"'), ("stream", b"true"), ("messages", MESSAGES)])
+BODY = b"".join(PARTS)
 
 
 def cpu():
