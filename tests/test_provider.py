@@ -7,6 +7,7 @@ import json
 import socket
 import ssl
 import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from email.utils import formatdate
@@ -20,10 +21,11 @@ import pytest
 from lsp_agent.messages import Reply, Usage, cached_tokens, estimate_tokens
 from lsp_agent.model import BASE_URL_SETTING, Provider, ProviderError, make_provider
 from lsp_agent.model.anthropic import AnthropicProvider, to_anthropic
+from lsp_agent.model.client import tls_context
 from lsp_agent.model.faults import retry_after_seconds
-from lsp_agent.model.http import tls_context
 from lsp_agent.model.openai import OpenAIProvider
 from lsp_agent.model.stream import TEXT_SLICE
+from tests.editor import server_env
 from tests.fake_model import (
     Error,
     ScriptedAnthropic,
@@ -703,6 +705,25 @@ def test_a_certificate_bundle_that_cannot_be_read_is_named(
         tls_context.cache_clear()
     assert f"SSL_CERT_FILE={missing}" in caught.value.message
     assert "cannot be read" in caught.value.message
+
+
+def test_doctor_names_a_certificate_bundle_that_cannot_be_read(tmp_path: Path) -> None:
+    """`lsp-agent doctor` goes through all its checks and says it on the endpoint's line."""
+    missing = tmp_path / "corporate-ca.pem"
+    (tmp_path / "home").mkdir()
+    env = {**server_env(tmp_path / "state", tmp_path / "home"), "SSL_CERT_FILE": str(missing)}
+    done = subprocess.run(
+        [sys.executable, "-m", "lsp_agent", "doctor", "--json"],
+        env={**env, "LSP_AGENT_BASE_URL": "https://models.example.com/v1"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    checks = {check["name"]: check for check in json.loads(done.stdout)["checks"]}
+    assert checks["endpoint"]["status"] == "bad"
+    assert f"SSL_CERT_FILE={missing}" in checks["endpoint"]["detail"]
 
 
 def test_the_system_store_and_certifi_are_both_trusted(monkeypatch: pytest.MonkeyPatch) -> None:

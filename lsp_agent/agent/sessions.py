@@ -474,11 +474,11 @@ def build_agent(
 def warm_up() -> None:
     """What the first request to the model would otherwise wait for, done ahead of it: the
     server calls this in a thread once it has started."""
-    from lsp_agent.model.http import tls_context
+    from lsp_agent.model import client
 
     importlib.import_module("lsp_agent.model.openai")
     importlib.import_module("lsp_agent.model.anthropic")
-    tls_context()
+    client.warm_up()
 
 
 def provider_for(settings: Settings) -> Provider:

@@ -6,8 +6,11 @@ a `Reply` with token usage (read from the server, or estimated when the server d
 When the endpoint fails or answers something that is not a reply, the turn ends with a
 `ProviderError` whose message is one sentence that says what the endpoint did and what to check.
 
-- `http.py`: what both dialects share: the client, retries with backoff and `Retry-After`,
+- `http.py`: what both dialects share: the requests, retries with backoff and `Retry-After`,
   which fault is which; `faults.py`: the sentence the user reads for each.
+- `client.py`: the httpx client a provider sends through, with what is ours beside it (the
+  certificates, the route through a proxy, headers checked); `body.py`: an answer's body read
+  raw, capped and expanded a piece at a time.
 - `stream.py`: reading a reply: SSE lines in bounded slices, the reply being assembled, the text
   passed on to the editor.
 - `encoding.py`: request bodies, each stored message encoded once.
@@ -90,7 +93,7 @@ def make_provider(
     max_reply_bytes: int | None = None,
 ) -> Provider:
     """The provider named by the `provider` setting (`openai` or `anthropic`);
-    `max_reply_bytes` bounds one answer (the HTTP client's limit by default)."""
+    `max_reply_bytes` bounds one answer, as received and once expanded (256 MiB by default)."""
     options: dict[str, Any] = {
         "retries": retries,
         "base_delay": base_delay,

@@ -8,8 +8,10 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+import httpx
+
 from lsp_agent.messages import Message, as_int
-from lsp_agent.model import API_KEY_SETTING, wire
+from lsp_agent.model import API_KEY_SETTING
 from lsp_agent.model.encoding import (
     CONVERSATIONS,
     JOIN_AFTER,
@@ -372,7 +374,7 @@ class AnthropicProvider(HTTPProvider):
         if tools:
             body.append(("tools", self._encoded_tools(tools)))
 
-        async def read(response: wire.Response) -> Draft:
+        async def read(response: httpx.Response) -> Draft:
             return await self._read_stream(response, sink)
 
         return await self._post(
@@ -386,7 +388,7 @@ class AnthropicProvider(HTTPProvider):
         self._tools = (tools, encoded)
         return encoded
 
-    async def _read_stream(self, response: wire.Response, sink: ReplayingSink) -> Draft:
+    async def _read_stream(self, response: httpx.Response, sink: ReplayingSink) -> Draft:
         draft = await self._read_events(response, sink, self._feed)
         usage = draft.usage or {}
         draft.usage = dict(usage)

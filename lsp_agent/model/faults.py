@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import json
 import re
+import socket
+import ssl
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from email.utils import parsedate_to_datetime
+
+import httpx
 
 from lsp_agent.model import (
     BASE_URL_SETTING,
@@ -18,7 +22,8 @@ from lsp_agent.model import (
     PROVIDER_SETTING,
     TOOL_MODELS,
     ProviderError,
-    wire,
+    body,
+    client,
 )
 from lsp_agent.model.stream import Nonsense, page_title
 
@@ -102,7 +107,9 @@ class Sentences:
     base_url: str
     model: str
     read_timeout: float
+    connect_timeout: float
     _api_key: str | None
+    _route: client.Route
     api_key_hint: str
     reply_shape: str
     api_hint: str
@@ -169,54 +176,120 @@ class Sentences:
         )
 
     def _transport_error(self, error: Exception) -> ProviderError:
-        if isinstance(error, wire.UnsupportedProtocol):
-            return self._invalid_url(error)
-        if isinstance(error, wire.ProxyError):
-            return ProviderError(
-                f"{error}: check the proxy settings (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY and "
-                f"NO_PROXY) for {self.base_url}"
-            )
-        if isinstance(error, wire.ProtocolError) and not isinstance(
-            error, wire.RemoteProtocolError
-        ):  # ours: a header HTTP cannot carry
-            return ProviderError(
-                f"the request to {self.base_url} cannot be sent: {error}; check "
-                f"{self.api_key_hint} (one line of plain text)"
-            )
-        if isinstance(error, wire.BodyTooLarge):
+        """The sentence for a request that failed before an answer, or whose answer cannot be
+        read as one: what happened, where, and what to check."""
+        if isinstance(error, (httpx.UnsupportedProtocol, httpx.InvalidURL)):
+            return self._invalid_url(str(error))
+        if isinstance(error, httpx.ProxyError):
+            # httpcore says the proxy's answer to the CONNECT, e.g. "407 Proxy Authentication
+            # Required".
+            return self._proxy_refused(str(error), f"a tunnel to {self._route.address}")
+        if isinstance(error, httpx.LocalProtocolError):
+            # Never its text: h11 quotes the header it refused, and that may be the key.
+            return self._unsendable("HTTP refused one of its headers")
+        if isinstance(error, body.BodyTooLarge):
             return ProviderError(
                 f"the answer from {self.base_url} was cut off: {error}, which no model's reply "
                 f"is (a stream without end, or an endpoint that is not a model's): check "
                 f"{BASE_URL_SETTING} and the server's log"
             )
-        if isinstance(error, wire.DecodingError):
+        if isinstance(error, body.Undecodable):
             return ProviderError(
                 f"the answer from {self.base_url} cannot be decoded ({error}): check the "
                 "server's log"
             )
-        if isinstance(error, wire.TLSError):
-            return ProviderError(
-                f"{error}: check {BASE_URL_SETTING}; behind a proxy that inspects traffic, point "
-                "SSL_CERT_FILE at its certificate authority"
+        if isinstance(error, httpx.ConnectTimeout):
+            return self._unreachable(
+                f"could not connect to {self._first_hop()} within {self.connect_timeout:g} s"
             )
-        if isinstance(error, (wire.ConnectError, wire.ConnectTimeout)):
-            return ProviderError(
-                f"cannot reach the model endpoint at {self.base_url} ({error}): is the server "
-                f"running? Set {BASE_URL_SETTING}"
-            )
-        if isinstance(error, wire.TimeoutException):
+        if isinstance(error, httpx.ConnectError):
+            return self._connect_failed(error)
+        if isinstance(error, httpx.TimeoutException):
             return ProviderError(
                 f"the model endpoint at {self.base_url} sent nothing for {self.read_timeout:.0f} s "
                 f"({type(error).__name__}): is the server overloaded? check its log"
             )
         return ProviderError(
-            f"the connection to {self.base_url} failed ({type(error).__name__}): "
+            f"the connection to {self.base_url} failed ({self._via(type(error).__name__)}): "
             f"check {BASE_URL_SETTING} and the server's log"
         )
 
-    def _invalid_url(self, error: Exception) -> ProviderError:
+    def _connect_failed(self, error: httpx.ConnectError) -> ProviderError:
+        """The sentence for a connection that was not made: the certificate, the handshake, or
+        what the operating system said."""
+        cause = _os_error(error)
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            return self._tls_refused(
+                f"the TLS certificate of {self._tls_peer('of')} was refused: "
+                f"{cause.verify_message or cause.reason}"
+            )
+        if isinstance(cause, ssl.SSLError):
+            return self._tls_refused(
+                f"the TLS handshake with {self._tls_peer('with')} failed "
+                f"({cause.reason or cause}): does it speak https on that port?"
+            )
+        why = _reason(cause) if cause is not None else str(error)
+        return self._unreachable(f"could not connect to {self._first_hop()}: {why}")
+
+    def _unreachable(self, what: str) -> ProviderError:
+        """The sentence for a connection that was not made: `what` says which and why."""
         return ProviderError(
-            f"the model endpoint URL '{self.base_url}' is not valid ({error}): set "
+            f"cannot reach the model endpoint at {self.base_url} ({what}): is the server "
+            f"running? Set {BASE_URL_SETTING}"
+        )
+
+    def _first_hop(self) -> str:
+        """Where a connection goes first: the endpoint, or the proxy in front of it."""
+        route = self._route
+        return f"the proxy at {route.proxy_shown}" if route.proxy else route.address
+
+    def _tls_peer(self, word: str) -> str:
+        """Who spoke TLS: the endpoint, or an https proxy on the way, which the error does not
+        tell apart ("model.test (or of the proxy at https://proxy:3128)")."""
+        route = self._route
+        if route.proxy_shown.startswith("https:"):
+            return f"{route.host} (or {word} the proxy at {route.proxy_shown})"
+        return route.host
+
+    def _tls_refused(self, what: str) -> ProviderError:
+        return ProviderError(
+            f"{what}: check {BASE_URL_SETTING}; behind a proxy that inspects traffic, point "
+            "SSL_CERT_FILE at its certificate authority"
+        )
+
+    def _proxy_refused(self, answer: str, request: str) -> ProviderError:
+        """The sentence for a proxy that refused `request` ("a tunnel to host:443", a URL);
+        `answer` is its status and what it said."""
+        route = self._route
+        said = f"the proxy at {route.proxy_shown} answered {answer} to the request for {request}"
+        if answer.startswith("407"):
+            return ProviderError(
+                f"{said}: check the user and password in the proxy's URL ({route.variables})",
+                407,
+            )
+        return self._proxy_problem(said)
+
+    def _proxy_problem(self, problem: str) -> ProviderError:
+        return ProviderError(
+            f"{problem}: check the proxy settings (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY and "
+            f"NO_PROXY) for {self.base_url}"
+        )
+
+    def _unsendable(self, problem: str) -> ProviderError:
+        """The sentence for a request that cannot be sent: a header HTTP cannot carry."""
+        return ProviderError(
+            f"the request to {self.base_url} cannot be sent: {problem}; check "
+            f"{self.api_key_hint} (one line of plain text)"
+        )
+
+    def _via(self, what: str) -> str:
+        """`what` happened, and through which proxy if there is one."""
+        route = self._route
+        return f"{what}, through the proxy at {route.proxy_shown}" if route.proxy else what
+
+    def _invalid_url(self, problem: str) -> ProviderError:
+        return ProviderError(
+            f"the model endpoint URL '{self.base_url}' is not valid ({problem}): set "
             f"{BASE_URL_SETTING} to a URL like http://localhost:11434/v1"
         )
 
@@ -270,3 +343,36 @@ def error_info(content: bytes) -> tuple[str, str | None]:
         if isinstance(data.get(key), str):
             return str(data[key]), None
     return text.strip(), None
+
+
+def _causes(error: BaseException) -> Iterator[BaseException]:
+    """`error` and what caused it, outermost first (httpx raises from httpcore, which raises
+    from what the operating system or the TLS library said)."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _os_error(error: BaseException) -> OSError | None:
+    """What the operating system or the TLS library said under `error`: the first error of the
+    chain that names a cause (anyio's "All connection attempts failed" does not; the refusal it
+    wraps does)."""
+    found = None
+    for cause in _causes(error):
+        if isinstance(cause, OSError):
+            found = cause
+            if isinstance(cause, ssl.SSLError) or cause.errno is not None:
+                return cause
+    return found
+
+
+def _reason(error: OSError) -> str:
+    """What the operating system said, in a few words."""
+    if isinstance(error, socket.gaierror):
+        return f"the host name could not be resolved ({error.strerror})"
+    if isinstance(error, ConnectionRefusedError):
+        return "connection refused"
+    return error.strerror or str(error) or type(error).__name__

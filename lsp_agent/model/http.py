@@ -1,23 +1,26 @@
 """What both dialects share: the HTTP client, the retry loop, and which fault is which.
 
-Faults: 408/409/429/5xx and connections that break before any byte are retried with exponential
-backoff and jitter, honouring `Retry-After`; a stream that breaks mid-reply (or arrives empty) is
-retried once from scratch. Everything else ends the turn with a `ProviderError` whose message is
-one sentence that says what to fix (`faults.py` writes them). The API key travels only in its
-header: never in a message, a log or a repr.
+Requests go through an httpx `AsyncClient` (`client.py` sets it up); answers are read raw and
+capped by `body.py`. Faults: 408/409/425/429/5xx and connections that break before any byte of
+the answer are retried with exponential backoff and jitter, honouring `Retry-After`; a stream
+that breaks mid-reply (or arrives empty) is retried once from scratch. httpx itself never sends
+a request again, so a model call is repeated only by this policy, after a pause, and said in
+the log. Everything else ends the turn with a `ProviderError` whose message is one sentence
+that says what to fix (`faults.py` writes them). The API key travels only in its header: never
+in a message, a log or a repr.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
+import json
 import logging
-import os
 import random
-import ssl
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
+
+import httpx
 
 from lsp_agent import __version__
 from lsp_agent.messages import Reply, ToolCall, Usage, as_int, cached_tokens, estimate_tokens
@@ -28,7 +31,8 @@ from lsp_agent.model import (
     MODEL_SETTING,
     ProviderError,
     TextSink,
-    wire,
+    body,
+    client,
 )
 from lsp_agent.model.faults import (
     CONTEXT_EXCEEDED,
@@ -60,41 +64,18 @@ log = logging.getLogger(__name__)
 
 DRAIN_SECONDS = 1.0
 """How long the end of a finished reply's body is waited for before its connection is dropped."""
-
-
-@functools.cache
-def tls_context() -> ssl.SSLContext:
-    """The certificates every endpoint is checked against, loaded once per process (reading them
-    takes tens of milliseconds; the server loads them in the background after start-up, so the
-    first request does not wait).
-
-    `SSL_CERT_FILE` / `SSL_CERT_DIR`, when set, name the only ones trusted. Otherwise the
-    system's store (where a company installs its own authority, for the proxy that inspects its
-    traffic) and certifi's bundle (for systems whose store Python cannot find).
-    """
-    cafile = os.environ.get("SSL_CERT_FILE") or None
-    capath = os.environ.get("SSL_CERT_DIR") or None
-    try:
-        if cafile or capath:
-            context = ssl.create_default_context(cafile=cafile, capath=capath)
-        else:
-            context = ssl.create_default_context()
-            with contextlib.suppress(ImportError):
-                import certifi
-
-                context.load_verify_locations(certifi.where())
-    except (OSError, ssl.SSLError) as error:
-        named = " and ".join(
-            f"{name}={value}"
-            for name, value in (("SSL_CERT_FILE", cafile), ("SSL_CERT_DIR", capath))
-            if value
-        )
-        raise ProviderError(
-            f"the certificates {named or 'of this system'} cannot be read ({error}): point "
-            "SSL_CERT_FILE at a readable bundle of certificates, or unset it"
-        ) from None
-    context.set_alpn_protocols(["http/1.1"])
-    return context
+NOT_RETRIED = (
+    httpx.ConnectError,
+    httpx.TimeoutException,
+    httpx.UnsupportedProtocol,
+    httpx.ProxyError,
+    httpx.LocalProtocolError,
+    httpx.InvalidURL,
+    body.BodyError,
+)
+"""Faults another attempt would meet again: each ends the turn with a sentence at once. (A
+refused connection too: nothing was sent, and a server that is not running will not be in a
+second.)"""
 
 
 class HTTPProvider(Sentences):
@@ -121,12 +102,13 @@ class HTTPProvider(Sentences):
         max_retry_after: float = 60.0,
         connect_timeout: float = 10.0,
         read_timeout: float = 300.0,
-        max_reply_bytes: int = wire.MAX_BODY,
+        max_reply_bytes: int = body.MAX_BODY,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         """The endpoint as configured (shown in messages and in `status`)."""
         self.model = model
-        self._api_key = api_key or None
+        # Spaces around a pasted key are not part of it, and HTTP could not carry them.
+        self._api_key = (api_key or "").strip(" \t") or None
         self.retries = retries
         """How many times a retryable fault is retried before the turn fails."""
         self.base_delay = base_delay
@@ -135,13 +117,15 @@ class HTTPProvider(Sentences):
         self.max_retry_after = max_retry_after
         """A longer `Retry-After` fails at once: waiting minutes inside a turn helps nobody."""
         self.read_timeout = read_timeout
-        self._client = wire.Client(
-            tls=tls_context(),
+        self.connect_timeout = connect_timeout
+        self.max_reply_bytes = max_reply_bytes
+        """The most one answer may bring, as received and once expanded (`body.py`)."""
+        self._route = client.route(self.base_url)
+        self._client = client.new_client(
+            self._route,
+            user_agent=f"lsp-agent/{__version__}",
             connect_timeout=connect_timeout,
             read_timeout=read_timeout,
-            write_timeout=60.0,
-            user_agent=f"lsp-agent/{__version__}",
-            max_body=max_reply_bytes,
         )
 
     def __repr__(self) -> str:
@@ -191,22 +175,24 @@ class HTTPProvider(Sentences):
     async def list_models(self) -> list[str]:
         """The model names the endpoint offers (`GET …/models`)."""
         url = self._models_url()
+        headers = self._checked(self._headers())
         try:
-            response = await self._client.get(url, headers=self._headers())
-        except wire.HTTPError as error:
+            async with self._client.stream("GET", url, headers=headers) as response:
+                content = await body.read(response, self.max_reply_bytes)
+        except (httpx.HTTPError, httpx.InvalidURL, body.BodyError) as error:
             raise self._transport_error(error) from None
-        except wire.InvalidURL as error:
-            raise self._invalid_url(error) from None
         if response.status_code in (401, 403):
-            raise self._key_refused(response.status_code, self._excerpt(response.content))
+            raise self._key_refused(response.status_code, self._excerpt(content))
+        if response.status_code == 407 and self._route.proxy is not None:
+            raise self._proxy_refused(f"407 ({self._excerpt(content)})", url)
         if response.status_code >= 300:
             raise ProviderError(
                 f"{url} answered {response.status_code} "
-                f"({self._excerpt(response.content)}): check {BASE_URL_SETTING}",
+                f"({self._excerpt(content)}): check {BASE_URL_SETTING}",
                 response.status_code,
             )
         try:
-            data = response.json()
+            data = json.loads(content)
             return [str(item["id"]) for item in data["data"]]
         except (ValueError, KeyError, TypeError):
             raise ProviderError(
@@ -225,51 +211,63 @@ class HTTPProvider(Sentences):
     def _models_url(self) -> str:
         raise NotImplementedError
 
+    def _checked(self, headers: dict[str, str]) -> dict[str, str]:
+        """`headers`, once sure the request can be sent at all: a URL or a proxy that cannot be
+        used, or a header HTTP cannot carry, is said before anything goes out."""
+        route = self._route
+        if route.url_problem is not None:
+            raise self._invalid_url(route.url_problem)
+        if route.proxy_problem is not None:
+            raise self._proxy_problem(route.proxy_problem)
+        problem = client.header_problem(headers)
+        if problem is not None:
+            raise self._unsendable(problem)
+        return headers
+
     async def _post(
         self,
         url: str,
-        content: wire.Content,
-        read: Callable[[wire.Response], Awaitable[Draft]],
+        parts: Sequence[bytes],
+        read: Callable[[httpx.Response], Awaitable[Draft]],
         *,
         with_tools: bool,
         streamed_with_tools: bool = False,
         stream_options: bool = False,
     ) -> Draft:
-        """POST the JSON `content`, turn HTTP faults into our exceptions, and `read` a successful
-        response."""
-        headers = {**self._headers(), "content-type": "application/json"}
+        """POST the JSON body given in `parts`, turn HTTP faults into our exceptions, and `read`
+        a successful response."""
+        size = sum(map(len, parts))
+        headers = self._checked(
+            {
+                **self._headers(),
+                "content-type": "application/json",
+                "content-length": str(size),
+            }
+        )
         try:
             async with self._client.stream(
-                "POST", url, content=content, headers=headers
+                "POST", url, content=client.content(parts), headers=headers
             ) as response:
                 if response.status_code < 300:
                     await self._refuse_web_page(response)
                     draft = await read(response)
-                    draft.sent_bytes = wire.content_length(content)
+                    draft.sent_bytes = size
                     return draft
-                await response.aread()
+                content = await body.read(response, self.max_reply_bytes)
         except Nonsense as fault:
             raise self._nonsense(fault, url) from None
-        except wire.InvalidURL as error:
-            raise self._invalid_url(error) from None
-        except wire.RemoteProtocolError as error:  # the server broke off: worth another try
-            raise Retry(None, type(error).__name__) from None
-        except (
-            wire.BodyTooLarge,
-            wire.ConnectError,
-            wire.TimeoutException,
-            wire.UnsupportedProtocol,
-            wire.ProxyError,
-            wire.ProtocolError,
-            wire.DecodingError,
-        ) as error:
+        except NOT_RETRIED as error:
             raise self._transport_error(error) from None
-        except wire.TransportError as error:
-            raise Retry(None, type(error).__name__) from None
+        except httpx.TransportError as error:
+            # The connection broke before the answer's head was whole (closed, reset, or HTTP's
+            # rules broken): the server may have begun on the request, and another is sent
+            # only after a pause, by `complete`'s policy.
+            raise Retry(None, self._via(type(error).__name__)) from None
         raise await self._status_fault(
             response,
+            content,
             url,
-            sent_bytes=wire.content_length(content),
+            sent_bytes=size,
             with_tools=with_tools,
             streamed_with_tools=streamed_with_tools,
             stream_options=stream_options,
@@ -277,7 +275,8 @@ class HTTPProvider(Sentences):
 
     async def _status_fault(
         self,
-        response: wire.Response,
+        response: httpx.Response,
+        content: bytes,
         url: str,
         *,
         sent_bytes: int,
@@ -287,11 +286,13 @@ class HTTPProvider(Sentences):
     ) -> Exception:
         """The exception for an error status: retry, fall back, or a sentence for the user."""
         status = response.status_code
-        message, code = error_info(response.content)
-        excerpt = self._excerpt(response.content)
+        message, code = error_info(content)
+        excerpt = self._excerpt(content)
         lowered = message.lower()
         if status in (401, 403):
             return self._key_refused(status, excerpt)
+        if status == 407 and self._route.proxy is not None:  # in front of an http:// endpoint
+            return self._proxy_refused(f"407 ({excerpt})", url)
         # "stream" must be the server's word, not part of the model's name.
         said = lowered.replace(self.model.lower(), "") if self.model else lowered
         refusal = status in (400, 422, 500, 501) and "tool" in said and "stream" in said
@@ -334,7 +335,7 @@ class HTTPProvider(Sentences):
         """Say which model is missing and, when the endpoint lists them, which ones exist."""
         try:
             available: list[str] | None = await self.list_models()
-        except (ProviderError, wire.HTTPError, wire.InvalidURL):
+        except ProviderError:
             available = None
         if available is not None and self.model in available and status == 404:
             return ProviderError(
@@ -359,7 +360,7 @@ class HTTPProvider(Sentences):
 
     async def _read_events(
         self,
-        response: wire.Response,
+        response: httpx.Response,
         sink: ReplayingSink,
         feed: Callable[[Draft, str, ReplayingSink], None],
     ) -> Draft:
@@ -371,7 +372,7 @@ class HTTPProvider(Sentences):
         draft = Draft()
         pacer = Pacer()
         seen = BodySeen()
-        batches = sse_batches(response.aiter_bytes(), pacer, seen)
+        batches = sse_batches(body.pieces(response, self.max_reply_bytes), pacer, seen)
         try:
             async for batch in batches:
                 for data in batch:
@@ -383,7 +384,7 @@ class HTTPProvider(Sentences):
                 await sink.flush(pacer)
                 if draft.done:
                     break
-        except wire.HTTPError as error:
+        except (httpx.HTTPError, body.BodyError) as error:
             if draft.finish_reason is None:
                 raise self._broken(error) from None
         if draft.done:
@@ -411,18 +412,17 @@ class HTTPProvider(Sentences):
         check_calls(draft)
         return draft
 
-    async def _refuse_web_page(self, response: wire.Response) -> None:
+    async def _refuse_web_page(self, response: httpx.Response) -> None:
         """Raise `Nonsense` for an HTML page: a login page, a web UI, a proxy's notice."""
         if "html" not in response.headers.get("content-type", "").lower():
             return
         head = b""
-        try:
-            async for chunk in response.aiter_bytes():
-                head += chunk
-                if len(head) >= EXCERPT_BYTES * 16:
-                    break
-        except wire.HTTPError:
-            pass
+        with contextlib.suppress(httpx.HTTPError, body.BodyError):
+            async with contextlib.aclosing(body.pieces(response, self.max_reply_bytes)) as page:
+                async for piece in page:
+                    head += piece
+                    if len(head) >= EXCERPT_BYTES * 16:
+                        break
         title = page_title(head)
         named = f" titled '{title}'" if title else ""
         raise Nonsense(f"answered {response.status_code} with a web page{named}", web_page=True)
@@ -433,10 +433,11 @@ class HTTPProvider(Sentences):
         backoff = min(self.max_delay, self.base_delay * 2.0**retry)
         return backoff * random.uniform(0.5, 1.0)
 
-    def _broken(self, error: wire.HTTPError) -> Exception:
+    def _broken(self, error: Exception) -> Exception:
         """A fault while reading a successful response: a stream that broke off is worth
-        another try; one that waited too long or grew past any reply is not."""
-        if isinstance(error, (wire.TimeoutException, wire.BodyTooLarge)):
+        another try; one that waited too long, grew past any reply or cannot be decoded is
+        not."""
+        if isinstance(error, (httpx.TimeoutException, body.BodyError)):
             return self._transport_error(error)
         return StreamBroken(f"{type(error).__name__}: {error}")
 
@@ -478,7 +479,7 @@ async def _drain(batches: AsyncIterator[list[str]]) -> None:
     """Read what follows the end of a reply (the end of the HTTP body, usually nothing else),
     so that the connection goes back to the pool: a connection left half-read is closed, and
     the next request would open a new one. A server that keeps talking is cut off."""
-    with contextlib.suppress(TimeoutError, wire.HTTPError):
+    with contextlib.suppress(TimeoutError, httpx.HTTPError, body.BodyError):
         async with asyncio.timeout(DRAIN_SECONDS):  # no task of its own, as wait_for makes
             async for _ in batches:
                 pass

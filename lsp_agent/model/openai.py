@@ -7,7 +7,9 @@ import json
 import logging
 from typing import Any
 
-from lsp_agent.model import wire
+import httpx
+
+from lsp_agent.model import body
 from lsp_agent.model.encoding import RequestEncoder, dumps, json_parts
 from lsp_agent.model.faults import StreamOptionsRefused, StreamWithToolsRefused
 from lsp_agent.model.http import HTTPProvider
@@ -94,7 +96,7 @@ class OpenAIProvider(HTTPProvider):
                 log.info("%s rejects stream_options; usage will be estimated", self.base_url)
                 self.stream_options = False
 
-    async def _read(self, response: wire.Response, *, sink: ReplayingSink, stream: bool) -> Draft:
+    async def _read(self, response: httpx.Response, *, sink: ReplayingSink, stream: bool) -> Draft:
         # A few servers ignore `stream: true` and answer with one JSON completion.
         if stream and "json" not in response.headers.get("content-type", ""):
             return await self._read_events(response, sink, self._feed)
@@ -150,10 +152,10 @@ class OpenAIProvider(HTTPProvider):
         if choice.get("finish_reason"):
             draft.finish_reason = str(choice["finish_reason"])
 
-    async def _read_json(self, response: wire.Response, sink: ReplayingSink) -> Draft:
+    async def _read_json(self, response: httpx.Response, sink: ReplayingSink) -> Draft:
         try:
-            content = await response.aread()
-        except wire.HTTPError as error:
+            content = await body.read(response, self.max_reply_bytes)
+        except (httpx.HTTPError, body.BodyError) as error:
             raise self._broken(error) from None
         try:
             data = json.loads(content)

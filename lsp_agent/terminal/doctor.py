@@ -9,9 +9,13 @@ import platform
 import shutil
 import subprocess
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from lsp_agent import __version__
+
+if TYPE_CHECKING:
+    from lsp_agent.config import Settings
 
 EXIT_FAILED = 1
 
@@ -20,7 +24,6 @@ async def doctor(*, as_json: bool = False) -> int:
     """Check the set-up; each check is `ok`, `bad` (a failure) or `info`. With `as_json`, one
     JSON object `{version, checks: [{name, status, detail}], config}` instead of the text."""
     from lsp_agent.config import load_settings
-    from lsp_agent.model import ProviderError, make_provider
 
     checks: list[dict[str, str]] = []
 
@@ -53,9 +56,32 @@ async def doctor(*, as_json: bool = False) -> int:
     settings, warnings = load_settings()
     for warning in warnings:
         line("config", False, warning)
-    provider = make_provider(
-        settings.provider, settings.base_url, settings.model or "", settings.api_key
-    )
+    await _check_endpoint(settings, line)
+    described = settings.describe()
+    if as_json:
+        document = {"version": __version__, "checks": checks, "config": described}
+        print(json.dumps(document, indent=2))
+    else:
+        print("config in effect:")
+        for key, entry in described.items():
+            print(f"     {key:<15} {_shown(entry['value']):<40} ({entry['source']})")
+    return EXIT_FAILED if any(check["status"] == "bad" for check in checks) else 0
+
+
+async def _check_endpoint(
+    settings: Settings, line: Callable[[str, bool | None, str], None]
+) -> None:
+    """The endpoint answers and lists the model; what stops it is said on the endpoint's line
+    (certificates that cannot be read included, which stop the provider from being made)."""
+    from lsp_agent.model import ProviderError, make_provider
+
+    try:
+        provider = make_provider(
+            settings.provider, settings.base_url, settings.model or "", settings.api_key
+        )
+    except ProviderError as error:
+        line("endpoint", False, error.message)
+        return
     try:
         models = await provider.list_models()
         line("endpoint", True, f"{settings.base_url} answers ({len(models)} models)")
@@ -69,15 +95,6 @@ async def doctor(*, as_json: bool = False) -> int:
         line("endpoint", False, error.message)
     finally:
         await provider.aclose()
-    described = settings.describe()
-    if as_json:
-        document = {"version": __version__, "checks": checks, "config": described}
-        print(json.dumps(document, indent=2))
-    else:
-        print("config in effect:")
-        for key, entry in described.items():
-            print(f"     {key:<15} {_shown(entry['value']):<40} ({entry['source']})")
-    return EXIT_FAILED if any(check["status"] == "bad" for check in checks) else 0
 
 
 def _shown(value: Any) -> str:
