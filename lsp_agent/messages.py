@@ -46,6 +46,11 @@ def frozen(message: Mapping[str, Any]) -> FrozenMessage:
     return message if type(message) is FrozenMessage else FrozenMessage(message)
 
 
+NAMELESS_TOOL = "tool_name_missing"
+"""The name a tool call that came without one is stored under: a request may not carry a call
+without a name (the endpoint would refuse every later request of the session), and the model is
+told of it as that call's result (`tools/belt.py`), like any other call it got wrong."""
+
 REPLACEMENT = "\ufffd"
 """What a lone UTF-16 surrogate becomes: the Unicode replacement character."""
 

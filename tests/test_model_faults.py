@@ -273,6 +273,49 @@ async def test_a_call_to_an_unknown_tool_goes_back_to_the_model(
     assert_transcript_is_what_was_sent(places, model, session, first)
 
 
+async def test_a_tool_call_without_a_name_goes_back_to_the_model(
+    editor: Editor, model: ScriptedModel, places: tuple[Path, Path, Path]
+) -> None:
+    """Small models do emit an empty name now and then: the model is told, the turn goes on."""
+    nameless = raw_stream(
+        chunk(
+            {"tool_calls": [{"index": 0, "id": "n1", "function": {"name": "", "arguments": "{}"}}]}
+        ),
+        chunk({}, "tool_calls"),
+    )
+    result, session, first = await fault(
+        editor, model, "a tool call without a name", nameless, reply("Sorry, done.")
+    )
+    assert (result.status, result.answer) == ("completed", "Sorry, done.")
+    told = json.loads(model.bodies[first + 1])["messages"][-2]
+    assert told["role"] == "tool"
+    assert "came without a tool name" in told["content"]
+    assert "read_file" in told["content"]
+    messages = assert_transcript_is_what_was_sent(places, model, session, first)
+    assert messages[-1] == {"role": "assistant", "content": "Sorry, done."}
+    await assert_the_session_goes_on(editor, model, session)
+
+
+async def test_replies_of_nothing_but_malformed_calls_end_the_turn_with_a_sentence(
+    editor: Editor, model: ScriptedModel, places: tuple[Path, Path, Path]
+) -> None:
+    """The model is told three times; at the fourth reply in a row that nothing of could run,
+    the turn stops and says why, and the session still goes on."""
+    broken = [
+        tool_call("read_file", '{"path": '),
+        tool_call("no_such_tool", {}),
+        tool_call("read_file", '["hello.py"]'),
+        tool_call("read_file", {"wrong": 1}),
+    ]
+    result, session, first = await fault(editor, model, "malformed calls", *broken)
+    assert result.status == "failed"
+    assert "sent 4 replies in a row whose tool calls could not be run" in result.error
+    assert "lspAgent.model" in result.error
+    assert len(model.requests) == first + 4
+    assert_transcript_is_what_was_sent(places, model, session, first)
+    await assert_the_session_goes_on(editor, model, session)
+
+
 async def test_an_emoji_split_across_two_chunks_is_stored_whole(
     editor: Editor, model: ScriptedModel, places: tuple[Path, Path, Path]
 ) -> None:

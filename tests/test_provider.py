@@ -18,7 +18,7 @@ import certifi
 import httpx
 import pytest
 
-from lsp_agent.messages import Reply, Usage, cached_tokens, estimate_tokens
+from lsp_agent.messages import NAMELESS_TOOL, Reply, Usage, cached_tokens, estimate_tokens
 from lsp_agent.model import BASE_URL_SETTING, Provider, ProviderError, make_provider
 from lsp_agent.model.anthropic import AnthropicProvider, to_anthropic
 from lsp_agent.model.client import tls_context
@@ -428,11 +428,16 @@ async def test_a_tool_call_index_that_is_not_a_number_runs_no_call(open_provider
     assert "tool-call delta whose index is '0', not a whole number" in message
 
 
-async def test_a_tool_call_without_a_name_is_said_plainly(open_provider: Open) -> None:
+async def test_a_tool_call_without_a_name_is_kept_under_a_name_that_says_so(
+    open_provider: Open,
+) -> None:
+    """The model is told of it as the call's result (the turn goes on); the stored call needs a
+    name for the endpoint to take the session's later requests."""
     nameless = chunk({"tool_calls": [{"index": 0, "id": "a", "function": {"arguments": "{}"}}]})
     stream = raw_stream(nameless, chunk({}, "tool_calls"))
-    message, _ = await refusal(open_provider, stream, tools=[READ_FILE])
-    assert "sent a tool call without a tool name" in message
+    with ScriptedModel([stream]) as model:
+        answer, _ = await ask(open_provider(model.base_url), tools=[READ_FILE])
+    assert [(c.id, c.name, c.arguments) for c in answer.tool_calls] == [("a", NAMELESS_TOOL, "{}")]
 
 
 async def test_json_that_is_not_a_completion_is_quoted(open_provider: Open) -> None:

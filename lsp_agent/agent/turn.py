@@ -62,6 +62,13 @@ STREAMED_CHARS = 200_000
 would otherwise fill the editor's pipe (and hold the server's writes) for all of them. The
 transcript, `lspAgent.history` and the ask result's note keep the rest."""
 
+MALFORMED_REASONS = frozenset({"bad_call", "bad_arguments"})
+"""The `ToolError` reasons of a call the model got wrong in form, not in substance."""
+
+MALFORMED_REPLIES_ALLOWED = 3
+"""Replies in a row made only of malformed tool calls that the model is told about and may
+correct; the next one ends the turn with a sentence for the user."""
+
 IMITATIONS_ALLOWED = 1
 """Replies that imitate a tool call in text (and are not one) the model is corrected for in a
 turn; the next one ends the turn with the capability message."""
@@ -114,6 +121,9 @@ class Turn:
         """Tool calls of the last reply not yet answered in the history."""
         self.imitations = 0
         """Replies so far that imitated a tool call in text."""
+        self.malformed = 0
+        """Replies in a row whose every tool call was malformed (no name, an unknown tool,
+        arguments that are not a JSON object of the tool's shape)."""
         self._asked: dict[str, str] = {}
         """The text of each open question, by id."""
         self._instructions = ChangeWatch(session.instructions, agent.workspace.root, agent.home)
@@ -203,9 +213,15 @@ class Turn:
         if not reply.tool_calls:
             await self._decide(end_of_turn)
             raise TurnEnded(COMPLETED)
+        malformed = True
         while self.pending:
-            await self._run_tool(self.pending[0])
+            result = await self._run_tool(self.pending[0])
+            malformed = malformed and result.reason in MALFORMED_REASONS
             self.pending.pop(0)
+        self.malformed = self.malformed + 1 if malformed else 0
+        if self.malformed > MALFORMED_REPLIES_ALLOWED:
+            await self._decide(end_of_turn)
+            raise TurnEnded(FAILED, self._malformed_calls())
 
     async def _call_model(self) -> Reply:
         session, agent = self.session, self.agent
@@ -243,7 +259,7 @@ class Turn:
         self._measure(reply.usage)
         return reply
 
-    async def _run_tool(self, call: ToolCall) -> None:
+    async def _run_tool(self, call: ToolCall) -> ToolResult:
         """Run one tool call and store its result; a crash of ours becomes a result the model
         can work around."""
         self.emit("tool", name=call.name, args=_display_args(call.arguments))
@@ -287,6 +303,7 @@ class Turn:
         for landed in result.landed:
             transcript.append(_applied_record(self.number, self.agent.workspace, landed))
         self.session.append(_tool_message(call, result.text))
+        return result
 
     async def _decide(self, point: Callable[..., Any]) -> None:
         """A context decision point (before a call, at the end of the turn)."""
@@ -434,6 +451,15 @@ class Turn:
             }
         )
         return replace(reply, text="", tool_calls=(call,))
+
+    def _malformed_calls(self) -> str:
+        model = self.agent.settings.model or "the model"
+        return (
+            f"{model} sent {self.malformed} replies in a row whose tool calls could not be run "
+            "(no tool name, an unknown tool, or arguments that are not the tool's JSON object); "
+            "the turn stops here. Ask again, or use a model that calls tools reliably "
+            "(lspAgent.model)."
+        )
 
     def _cannot_call_tools(self) -> str:
         model = self.agent.settings.model or "the model"

@@ -55,7 +55,6 @@ from lsp_agent.model.stream import (
     Pacer,
     ReplayingSink,
     StreamBroken,
-    check_calls,
     page_title,
     sse_batches,
 )
@@ -409,7 +408,6 @@ class HTTPProvider(Sentences):
             )
         if not draft.done and draft.finish_reason is None:
             raise StreamBroken("the stream ended before the reply was complete")
-        check_calls(draft)
         return draft
 
     async def _refuse_web_page(self, response: httpx.Response) -> None:

@@ -19,7 +19,6 @@ from lsp_agent.model.stream import (
     Pacer,
     ReplayingSink,
     StreamBroken,
-    check_calls,
     feed_call,
     quote,
 )
@@ -184,7 +183,6 @@ class OpenAIProvider(HTTPProvider):
             raise Nonsense(f"sent `tool_calls` that are {quote(calls)}, not a list")
         for index, call in enumerate(calls or []):
             feed_call(draft, {**call, "index": index} if isinstance(call, dict) else call)
-        check_calls(draft)
         return draft
 
 

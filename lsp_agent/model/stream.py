@@ -26,7 +26,7 @@ from collections.abc import AsyncIterable, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from lsp_agent.messages import REPLACEMENT, ToolCall, as_int, clean_text
+from lsp_agent.messages import NAMELESS_TOOL, REPLACEMENT, ToolCall, as_int, clean_text
 from lsp_agent.model import TextSink
 
 SLICE_SECONDS = 0.004
@@ -298,7 +298,11 @@ class Draft:
             arguments, lone = clean_text("".join(draft.arguments))
             self.surrogates.replaced += lone
             calls.append(
-                ToolCall(id=draft.id or f"call_{position}", name=draft.name, arguments=arguments)
+                ToolCall(
+                    id=draft.id or f"call_{position}",
+                    name=draft.name or NAMELESS_TOOL,
+                    arguments=arguments,
+                )
             )
         return tuple(calls)
 
@@ -343,14 +347,6 @@ def feed_call(draft: Draft, delta: Any) -> None:
         call.arguments.append(arguments)
     elif arguments is not None:
         call.arguments.append(json.dumps(arguments))
-
-
-def check_calls(draft: Draft) -> None:
-    """Raise `Nonsense` for a tool call without a name: it cannot be run, and sending it back
-    would make the endpoint refuse every later request of the session."""
-    for call in draft.calls.values():
-        if not call.name:
-            raise Nonsense("sent a tool call without a tool name")
 
 
 def quote(value: Any) -> str:

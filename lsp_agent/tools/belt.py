@@ -23,6 +23,7 @@ from typing import Any
 from lsp_agent.config import Settings
 from lsp_agent.context.cap import Spills, render
 from lsp_agent.errors import ToolError
+from lsp_agent.messages import NAMELESS_TOOL
 from lsp_agent.port import Document, EditorPort
 from lsp_agent.safety.sandbox import Sandbox
 from lsp_agent.tools import files, patch, shell
@@ -387,9 +388,17 @@ async def editor_view(port: EditorPort, workspace: Workspace, path: Path) -> Doc
 def check_arguments(name: str, arguments: str, schemas: list[dict[str, Any]]) -> dict[str, Any]:
     """The model's JSON arguments, checked against the tool's schema (the one it was shown)."""
     by_name = {schema["function"]["name"]: schema["function"] for schema in schemas}
+    if name == NAMELESS_TOOL:
+        raise ToolError(
+            "this tool call came without a tool name: send it again, naming one of "
+            + ", ".join(by_name),
+            reason="bad_call",
+        )
     function = by_name.get(name)
     if function is None:
-        raise ToolError(f"unknown tool {name!r}: use one of {', '.join(by_name)}")
+        raise ToolError(
+            f"unknown tool {name!r}: use one of {', '.join(by_name)}", reason="bad_call"
+        )
     try:
         args = json.loads(arguments) if arguments.strip() else {}
     except json.JSONDecodeError as error:
