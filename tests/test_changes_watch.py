@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import time
 from collections.abc import Callable, Collection
 from pathlib import Path
@@ -28,6 +29,7 @@ from lsp_agent.changes.tracker import (
     DELETED,
     MODIFIED,
     ChangeTracker,
+    FileChangeEntry,
     render_file_changes,
 )
 from lsp_agent.changes.watch import PROBE_TIMEOUT_S, watch_limit
@@ -121,6 +123,11 @@ class Relay:
         `EventsLostEvent`, through the observer's own queue and dispatch thread."""
         for watch in list(self.watches):
             self.real.event_queue.put((EventsLostEvent(watch.path, is_directory=True), watch))
+
+
+def diff_of(entries: list[FileChangeEntry], path: str) -> str:
+    entry = by_path(entries).get(path)
+    return (entry.diff or "") if entry is not None else ""
 
 
 async def until(fact: Callable[[], bool], what: str) -> None:
@@ -368,3 +375,47 @@ async def test_past_the_cap_on_watcher_threads_the_tracker_compares_once_a_turn(
         assert "docs/guide.md" in paths(entries)
     finally:
         await later.stop()
+
+
+async def test_a_watched_folder_deleted_and_made_again_is_watched_again(repo: Path) -> None:
+    logged: list[str] = []
+    tracker = ChangeTracker(repo, log_line=logged.append)
+    await tracker.start()
+    try:
+        await tracker.snapshot()
+        before = tracker.watches
+        shutil.rmtree(repo / "src")
+        (repo / "src" / "pkg").mkdir(parents=True)
+        (repo / "src" / "pkg" / "core.py").write_text("value = 3\n")
+        await until(lambda: tracker.watches == before, "src watched again")
+        (repo / "src" / "util.py").write_text("X = 1\nY = 10\n")  # through the new watch
+
+        entries = await wait_for(tracker, lambda e: "+Y = 10" in diff_of(e, "src/util.py"))
+
+        assert by_path(entries)["src/util.py"].status == MODIFIED
+        assert by_path(entries)["src/pkg/core.py"].status == MODIFIED
+        assert by_path(entries)["src/app.py"].status == DELETED
+        assert tracker.watching == "inotify", logged
+        assert logged == []
+    finally:
+        await tracker.stop()
+
+
+async def test_a_renamed_folder_is_watched_under_its_new_name(repo: Path) -> None:
+    logged: list[str] = []
+    tracker = ChangeTracker(repo, log_line=logged.append)
+    await tracker.start()
+    try:
+        await tracker.snapshot()
+        before = tracker.watches
+        (repo / "src").rename(repo / "lib")
+        await until(lambda: tracker.watches == before, "lib watched instead of src")
+        await wait_for(tracker, lambda e: "lib/util.py" in paths(e))
+        (repo / "lib" / "util.py").write_text("X = 1\nY = 11\n")
+
+        entries = await wait_for(tracker, lambda e: "+Y = 11" in diff_of(e, "lib/util.py"))
+
+        assert by_path(entries)["lib/app.py"].old_path == "src/app.py"
+        assert (tracker.watching, logged) == ("inotify", [])
+    finally:
+        await tracker.stop()

@@ -96,7 +96,7 @@ class GitStates:
             self.head = head
             paths |= set(states)
         if not full and events.dirs:
-            paths |= await self._files_under(events.dirs)
+            paths |= await self._files_under(events.dirs, events.dropped)
             paths |= {rel for rel in states if under_any(rel, events.dirs)}
         paths = {rel for rel in paths if not excluded_parts(rel)}
         if full or len(paths) > MAX_LOOKUPS:
@@ -142,10 +142,11 @@ class GitStates:
             for rel, (code, base_blob) in codes.items()
         }
 
-    async def _files_under(self, dirs: set[str]) -> set[str]:
-        """Files below folders that appeared (on disk) or went away (in the index)."""
+    async def _files_under(self, dirs: set[str], dropped: set[str]) -> set[str]:
+        """Files below folders that appeared (on disk) or went away (in the index); below the
+        `dropped` ones, both (made again since, they may have lost tracked files unseen)."""
         present = {d for d in dirs if (self.root / d).is_dir()}
-        gone = dirs - present
+        gone = (dirs - present) | (dirs & dropped)
         found: set[str] = set()
         if present:
             found.update(await asyncio.to_thread(self._walk, present))

@@ -494,6 +494,7 @@ class ChangeTracker:
             events.git |= seen.git
             events.ignore_files |= seen.ignore_files
             events.lost |= seen.lost
+            events.dropped |= seen.dropped
         self._event_times.update(events.times)
         if len(self._event_times) > 20_000:
             cutoff = time.monotonic() - 60

@@ -152,6 +152,9 @@ class Events:
     """A `.gitignore` changed."""
     lost: bool = False
     """The kernel dropped events: everything must be compared."""
+    dropped: set[str] = field(default_factory=set)
+    """Folders (also in `dirs`) whose watch was dropped when they went: what it had not
+    delivered yet is lost, so everything git tracks below them is looked at too."""
 
 
 @dataclass(frozen=True)
@@ -183,6 +186,11 @@ class _Watched:
     """The git directory it belongs to, for a watch of one."""
     watch: ObservedWatch | None = None
     """watchdog's handle, once scheduled."""
+    inode: int | None = None
+    """The folder's inode when scheduled."""
+    gone: bool = False
+    """An event said the folder went (deleted, or moved away): its watch is to be dropped, and
+    its thread may have ended already."""
     live: bool = False
     """Counted in the budget: scheduled or being scheduled, not yet unscheduled."""
     replanning: bool = False
@@ -346,9 +354,18 @@ class Watcher:
             return None
         if not observer.is_alive():
             return GaveUp("the file watcher's thread stopped")
+        with self._lock:
+            known = {w.watch: w for w in self._watched if w.watch is not None}
         for emitter in list(observer.emitters):
-            # A watch whose folder was deleted ends its own thread: that is no failure.
-            if not emitter.is_alive() and os.path.isdir(emitter.watch.path):
+            if emitter.is_alive():
+                continue
+            # A watch whose folder was deleted ends its own thread: that is no failure, even
+            # when a folder of the same name was made since (its own watch is on its way).
+            watched = known.get(emitter.watch)
+            now = _inode(emitter.watch.path)
+            if watched is not None and (watched.gone or now != watched.inode):
+                continue
+            if now is not None:
                 return GaveUp(f"the file watcher's thread for {emitter.watch.path} stopped")
         sent = self._probe_sent
         if sent and not self._probe_answered.is_set() and self._probe_overdue(sent):
@@ -543,6 +560,7 @@ class Watcher:
             watched.live = True
             self._watched.append(watched)
             self._used += len(watched.dirs)
+        watched.inode = _inode(watched.path)
         try:
             watched.watch = observer.schedule(
                 _Handler(self, watched),
@@ -560,13 +578,14 @@ class Watcher:
             return False
         return not self._stopped
 
-    def _unschedule(self, watched: _Watched) -> None:
+    def _unschedule(self, watched: _Watched) -> bool:
+        """Unschedule one watch; whether it was scheduled."""
         observer = self._observer
         if not self._forget(watched) or observer is None or watched.watch is None:
-            return
+            return False
         with self._lock:
             if self._stopped:
-                return
+                return False
             self._busy += 1
         try:
             with contextlib.suppress(KeyError):  # already gone with the observer's stop
@@ -575,6 +594,7 @@ class Watcher:
             halt = self._leave()
         if halt:
             self._halt(observer)
+        return True
 
     def _forget(self, watched: _Watched) -> bool:
         """Take a watch out of the budget; whether it was in."""
@@ -652,9 +672,19 @@ class Watcher:
                 if watched.recursive and rel != watched.rel:
                     self._count(watched, rel, gone=True)
                     return
-                tops = [w.rel for w in self._watched if w.rel is not None]
-            if any(_at_or_below(top, rel) for top in tops):
-                self._jobs.put(lambda: self._drop(rel))
+                # A watch telling of its own folder speaks for itself only: a folder made
+                # again under the same name may have its new watch already.
+                below = [
+                    w
+                    for w in self._watched
+                    if w.rel is not None and _at_or_below(w.rel, rel) and w.live
+                ]
+                if rel == watched.rel:
+                    below = [watched] if watched.live else []
+                for went in below:
+                    went.gone = True
+            if below:
+                self._jobs.put(functools.partial(self._drop, below))
             return
         parent = rel.rpartition("/")[0]
         if not watched.recursive:
@@ -709,7 +739,9 @@ class Watcher:
         path = self.root / rel
         parent = rel.rpartition("/")[0]
         with self._lock:
-            watches = [(w.rel, w.recursive) for w in self._watched if w.rel is not None]
+            watches = [
+                (w.rel, w.recursive) for w in self._watched if w.rel is not None and not w.gone
+            ]
         parent_alone = any(top == parent and not recursive for top, recursive in watches)
         covered = any(
             top == rel or (recursive and _at_or_below(rel, top)) for top, recursive in watches
@@ -721,14 +753,16 @@ class Watcher:
                 self._inbox.dirs.add(rel)
                 self._last_event = time.monotonic()
 
-    def _drop(self, rel: str) -> None:
+    def _drop(self, gone: list[_Watched]) -> None:
         """A folder went (deleted, or moved away: its watches would name the old paths):
-        unschedule the watches at or below it. A folder made again under the same name
-        comes as an event of its own, after this one."""
-        with self._lock:
-            gone = [w for w in self._watched if w.rel is not None and _at_or_below(w.rel, rel)]
-        for watched in gone:
-            self._unschedule(watched)
+        unschedule the watches that were at or below it. A folder made again under the same
+        name comes as an event of its own, after this one, and gets a watch of its own."""
+        dropped = {w.rel for w in gone if self._unschedule(w) and w.rel}
+        if dropped:
+            with self._lock:
+                self._inbox.dirs |= dropped
+                self._inbox.dropped |= dropped
+                self._last_event = time.monotonic()
 
     def _rel(self, path: str) -> str | None:
         root = str(self.root)
@@ -829,6 +863,14 @@ def _kernel_limit(error: OSError) -> GaveUp:
 
 def _never(rel: str) -> bool:
     return False
+
+
+def _inode(path: str) -> int | None:
+    """The inode of the folder at `path`; None when there is none."""
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return None
 
 
 def _at_or_below(rel: str, top: str) -> bool:
