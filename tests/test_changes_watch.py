@@ -13,6 +13,8 @@ mode) until it holds, bounded.
 from __future__ import annotations
 
 import asyncio
+import errno
+import logging
 import os
 import shutil
 import time
@@ -417,5 +419,40 @@ async def test_a_renamed_folder_is_watched_under_its_new_name(repo: Path) -> Non
 
         assert by_path(entries)["lib/app.py"].old_path == "src/app.py"
         assert (tracker.watching, logged) == ("inotify", [])
+    finally:
+        await tracker.stop()
+
+
+async def test_a_folder_watchdog_could_not_watch_later_makes_the_tracker_compare_once_a_turn(
+    repo: Path,
+) -> None:
+    # The kernel's limit cannot be reached on demand without changing it for the whole machine:
+    # the story sends the warning watchdog 7.1.1 logs when a folder made later inside a
+    # recursive watch could not be watched (its changelog documents it), as watchdog words it.
+    logged: list[str] = []
+    tracker = ChangeTracker(repo, log_line=logged.append)
+    await tracker.start()
+    try:
+        await tracker.snapshot()
+        warn = logging.getLogger("watchdog.observers.inotify").warning
+        full = OSError(errno.ENOSPC, "inotify watch limit reached")
+        skipped = os.fsencode(repo / "src" / "node_modules" / "x")
+        warn("Unable to watch %r: %s", skipped, full)  # a folder never watched anyway
+        elsewhere = b"/somewhere/else/entirely"
+        warn("Unable to watch %r: %s", elsewhere, full)  # another tracker's
+        (repo / "README.md").write_text("# still watched\n")
+        await wait_for(tracker, has("README.md"))
+        assert tracker.watching == "inotify"
+
+        (repo / "src" / "deep").mkdir()
+        warn("Unable to watch %r: %s", os.fsencode(repo / "src" / "deep"), full)
+        (repo / "src" / "deep" / "lost.py").write_text("LOST = 1\n")
+
+        await until(lambda: tracker.watching == "polling", "the watcher given up")
+        assert "fs.inotify.max_user_watches" in (tracker.fallback_reason or "")
+        assert len(logged) == 1
+        assert "raise the limit to watch it" in logged[0]
+        entries = await tracker.changes_since_snapshot()
+        assert "src/deep/lost.py" in paths(entries)
     finally:
         await tracker.stop()

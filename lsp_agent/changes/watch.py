@@ -507,7 +507,7 @@ class Watcher:
         `replacing`, which they cut up. False when the watcher gave up or was stopped."""
         why = self._afford([area for _, _, area in areas], replacing)
         if why is not None:
-            self._give_up(why)
+            self.give_up(why)
             return False
         for base, git_root, area in areas:
             path = str(base / area.rel) if area.rel else str(base)
@@ -526,7 +526,7 @@ class Watcher:
             except OSError as error:
                 if error.errno in (errno.ENOENT, errno.ENOTDIR) and area.rel:
                     continue  # gone since the walk: its parent's watch tells
-                self._give_up(_kernel_limit(error) if error.errno in LIMIT_ERRNOS else None, error)
+                self.give_up(_kernel_limit(error) if error.errno in LIMIT_ERRNOS else None, error)
                 return False
             if git_root is None and not area.recursive:
                 self._catch_up(watched)
@@ -631,7 +631,7 @@ class Watcher:
             if rel not in watched.children:
                 self._jobs.put(functools.partial(self._watch_new, rel))
 
-    def _give_up(self, why: GaveUp | None, error: OSError | None = None) -> None:
+    def give_up(self, why: GaveUp | None, error: OSError | None = None) -> None:
         """Stop trusting the watches: at start, `failure`; later, `gave_up` (once)."""
         if why is None:
             why = GaveUp(f"the file watcher could not watch a folder ({error})")
@@ -698,7 +698,7 @@ class Watcher:
             replan = inside_skipped and watched.live and not watched.replanning
             watched.replanning |= replan
         if over and self.max_watches is not None:
-            self._give_up(_cap(self.max_watches))
+            self.give_up(_cap(self.max_watches))
         elif replan:
             self._jobs.put(lambda: self._replan(watched))
 
@@ -771,12 +771,14 @@ class Watcher:
         rel = path[len(root) + 1 :]
         return rel if os.sep == "/" else rel.replace(os.sep, "/")
 
-    def _owns(self, path: str) -> bool:
-        """Whether `path` is the workspace's or its git directory's."""
-        return any(
-            path == str(top) or path.startswith(str(top) + os.sep)
-            for top in (self.root, *self.git_roots)
-        )
+    def needs(self, path: str) -> bool:
+        """Whether the folder at `path` is one the watcher must watch: in the workspace and not
+        left out (a folder of `node_modules` is not, even before its area is cut), or the git
+        directory's."""
+        if any(path == str(top) or path.startswith(str(top) + os.sep) for top in self.git_roots):
+            return True
+        rel = self._rel(path)
+        return path == str(self.root) or (rel is not None and not self.rules.excluded(rel, True))
 
 
 def watch_limit(max_watches: int | None) -> int | None:
@@ -825,8 +827,8 @@ class _LateLimits(logging.Handler):
         found = [*args, record.exc_info[1] if record.exc_info else None]
         errors = [e for e in found if isinstance(e, OSError) and e.errno in LIMIT_ERRNOS]
         paths = [os.fsdecode(a) for a in args if isinstance(a, str | bytes)]
-        if errors and any(self.watcher._owns(path) for path in paths):
-            self.watcher._give_up(_kernel_limit(errors[0]))
+        if errors and any(self.watcher.needs(path) for path in paths):
+            self.watcher.give_up(_kernel_limit(errors[0]))
 
 
 def _observer(linux: bool) -> Observing | None:
