@@ -67,18 +67,19 @@ def plan(
     """
     if not (base / top).is_dir():
         return []
+    text = str(base)
     folders = [_Folder(top, -1)]
     index = 0
     while index < len(folders):  # breadth first: a folder comes after the one it is in
         if stopped():
             return []
         folder = folders[index]
-        for name in sorted(_folders_in(base / folder.rel)):
+        for name in sorted(_folders_in(os.path.join(text, folder.rel))):
             rel = f"{folder.rel}/{name}" if folder.rel else name
             if not skip(rel):
                 folder.children.append(len(folders))
                 folders.append(_Folder(rel, index))
-            elif any(True for _ in _folders_in(base / rel)):
+            elif _has_folder(os.path.join(text, rel)):
                 folder.blocked = True
             else:
                 folder.tolerated.append(rel)
@@ -101,7 +102,7 @@ def plan(
 
 def kept_folders(base: Path, rel: str, skip: Callable[[str], bool]) -> list[str]:
     """The folders directly in `base / rel` that `skip` keeps."""
-    found = (f"{rel}/{name}" if rel else name for name in _folders_in(base / rel))
+    found = (f"{rel}/{name}" if rel else name for name in _folders_in(os.path.join(base, rel)))
     return [child for child in found if not skip(child)]
 
 
@@ -115,15 +116,19 @@ def _below(folders: list[_Folder], top: _Folder) -> Iterator[str]:
         waiting.extend(folders[child] for child in folder.children)
 
 
-def _folders_in(path: Path) -> Iterator[str]:
+def _folders_in(path: str) -> list[str]:
     """Names of the folders in `path` (links not followed); none when it cannot be read."""
     try:
         with os.scandir(path) as entries:
-            for entry in entries:
-                try:
-                    if entry.is_dir(follow_symlinks=False):
-                        yield entry.name
-                except OSError:
-                    continue
+            return [entry.name for entry in entries if entry.is_dir(follow_symlinks=False)]
     except OSError:
-        return
+        return []
+
+
+def _has_folder(path: str) -> bool:
+    """Whether `path` holds a folder (a link is none); reads no further than the first."""
+    try:
+        with os.scandir(path) as entries:
+            return any(entry.is_dir(follow_symlinks=False) for entry in entries)
+    except OSError:
+        return False
