@@ -587,7 +587,8 @@ async def check_correctness(root: Path, observer: str) -> tuple[int, int]:
                 await tracker.settle(quiet=0.3)
                 await tracker.snapshot()
                 then = take_truth(root)
-        print(f"  watching at the end: {tracker.watching} ({tracker.fallback_reason or 'trusted'})")
+        reason = f" ({tracker.fallback_reason})" if tracker.fallback_reason else ""
+        print(f"  watching at the end: {tracker.watching}{reason}")
     finally:
         await tracker.stop()
     return entry_differences, status_differences
