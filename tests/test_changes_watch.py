@@ -17,8 +17,9 @@ import errno
 import logging
 import os
 import shutil
+import subprocess
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 
 import pytest
@@ -454,5 +455,40 @@ async def test_a_folder_watchdog_could_not_watch_later_makes_the_tracker_compare
         assert "raise the limit to watch it" in logged[0]
         entries = await tracker.changes_since_snapshot()
         assert "src/deep/lost.py" in paths(entries)
+    finally:
+        await tracker.stop()
+
+
+@pytest.fixture
+def immutable_root(repo: Path) -> Iterator[Path]:
+    """The repository's folder made immutable (`chattr +i`: even root may not set its times),
+    as a read-only mount or another owner's folder would be."""
+    if os.geteuid() != 0 or shutil.which("chattr") is None:
+        pytest.skip("needs root and chattr to make a folder whose times cannot be set")
+    if subprocess.run(["chattr", "+i", str(repo)], capture_output=True).returncode != 0:
+        pytest.skip("the file system has no immutable folders")
+    try:
+        yield repo
+    finally:
+        subprocess.run(["chattr", "-i", str(repo)], check=True)
+
+
+async def test_a_watcher_that_cannot_be_probed_is_said_so_and_still_watched(
+    immutable_root: Path,
+) -> None:
+    repo = immutable_root
+    logged: list[str] = []
+    tracker = ChangeTracker(repo, log_line=logged.append)
+    await tracker.start()
+    try:
+        assert len(logged) == 1
+        assert "cannot check the file watcher" in logged[0]
+        assert "Operation not permitted" in logged[0]
+        assert (tracker.watching, tracker.fallback_reason) == ("inotify", None)
+        await tracker.snapshot()
+        (repo / "src" / "util.py").write_text("X = 1\nY = 12\n")
+        entries = await wait_for(tracker, has("src/util.py"))
+        assert by_path(entries)["src/util.py"].status == MODIFIED
+        assert len(logged) == 1
     finally:
         await tracker.stop()
