@@ -285,7 +285,8 @@ async def test_a_watcher_thread_that_died_is_noticed_at_the_next_call(repo: Path
         emitter.join()
         (repo / "src" / "util.py").write_text("X = 1\nY = 8\n")
 
-        entries = await tracker.changes_since_snapshot()
+        # A moment passes before a thread's end counts: its folder's deletion may be on its way.
+        entries = await wait_for(tracker, lambda _: tracker.watching == "polling")
 
         assert tracker.watching == "polling"
         assert f"thread for {repo / 'src'} stopped" in (tracker.fallback_reason or "")
@@ -394,17 +395,23 @@ async def test_a_watched_folder_deleted_and_made_again_is_watched_again(repo: Pa
     try:
         await tracker.snapshot()
         before = tracker.watches
+        deleted = time.monotonic()
         shutil.rmtree(repo / "src")
         (repo / "src" / "pkg").mkdir(parents=True)
         (repo / "src" / "pkg" / "core.py").write_text("value = 3\n")
-        await until(lambda: tracker.watches == before, "src watched again")
-        (repo / "src" / "util.py").write_text("X = 1\nY = 10\n")  # through the new watch
+        await wait_for(tracker, lambda e: "src/pkg/core.py" in paths(e))
+        await tracker.settle(since=deleted)  # the watches have followed
+        await tracker.changes_since_snapshot()
 
-        entries = await wait_for(tracker, lambda e: "+Y = 10" in diff_of(e, "src/util.py"))
+        written = time.monotonic()
+        (repo / "src" / "util.py").write_text("X = 1\nY = 10\n")  # only a new watch sees it
+        await tracker.settle(since=written)
+        entries = await tracker.changes_since_snapshot()
 
-        assert by_path(entries)["src/util.py"].status == MODIFIED
+        assert "+Y = 10" in diff_of(entries, "src/util.py")
         assert by_path(entries)["src/pkg/core.py"].status == MODIFIED
         assert by_path(entries)["src/app.py"].status == DELETED
+        assert tracker.watches == before
         assert tracker.watching == "inotify", logged
         assert logged == []
     finally:

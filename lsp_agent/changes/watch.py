@@ -189,8 +189,8 @@ class _Watched:
     inode: int | None = None
     """The folder's inode when scheduled."""
     gone: bool = False
-    """An event said the folder went (deleted, or moved away): its watch is to be dropped, and
-    its thread may have ended already."""
+    """An event said the folder went (deleted, or moved away): its thread may end, and its
+    watch is checked (`_verify`)."""
     live: bool = False
     """Counted in the budget: scheduled or being scheduled, not yet unscheduled."""
     replanning: bool = False
@@ -280,6 +280,9 @@ class Watcher:
         """`time.monotonic()` of the last event of any kind (kept or not)."""
         self._heard_at = 0.0
         """The same in wall-clock time."""
+        self._dead: dict[int, float] = {}
+        """Watch threads found ended with no event to explain it yet, and since when: a
+        failure once that lasts `PROBE_TIMEOUT_S`."""
 
     @property
     def watches(self) -> int:
@@ -355,18 +358,22 @@ class Watcher:
         if not observer.is_alive():
             return GaveUp("the file watcher's thread stopped")
         with self._lock:
-            known = {w.watch: w for w in self._watched if w.watch is not None}
+            known = {id(w.watch): w for w in self._watched if w.watch is not None}
+        now = time.monotonic()
+        dead: dict[int, float] = {}
         for emitter in list(observer.emitters):
-            if emitter.is_alive():
+            watched = known.get(id(emitter.watch))
+            if emitter.is_alive() or watched is None:
                 continue
-            # A watch whose folder was deleted ends its own thread: that is no failure, even
-            # when a folder of the same name was made since (its own watch is on its way).
-            watched = known.get(emitter.watch)
-            now = _inode(emitter.watch.path)
-            if watched is not None and (watched.gone or now != watched.inode):
+            # A watch whose folder was deleted ends its own thread: no failure, once the event
+            # that says so has come (a moment after, from the watch of the folder it was in).
+            if watched.gone or _inode(watched.path) != watched.inode:
+                self._jobs.put(functools.partial(self._verify, [watched]))
                 continue
-            if now is not None:
+            dead[id(emitter)] = noticed = self._dead.get(id(emitter), now)
+            if now - noticed > PROBE_TIMEOUT_S:
                 return GaveUp(f"the file watcher's thread for {emitter.watch.path} stopped")
+        self._dead = dead
         sent = self._probe_sent
         if sent and not self._probe_answered.is_set() and self._probe_overdue(sent):
             return GaveUp(
@@ -502,9 +509,13 @@ class Watcher:
     def _plan(self, rel: str) -> list[Area]:
         return plan(self.root, rel, self.rules.skip_dir, lambda: self._stopped)
 
-    def _place(self, areas: list[Placement], replacing: _Watched | None = None) -> bool:
+    def _place(
+        self, areas: list[Placement], replacing: _Watched | None = None, *, recount: bool = False
+    ) -> bool:
         """Schedule the areas (`base`, git directory or None, area); then unschedule
-        `replacing`, which they cut up. False when the watcher gave up or was stopped."""
+        `replacing`, which they cut up. False when the watcher gave up or was stopped.
+        `recount`: the folders are still being made (a later folder): count again what each
+        recursive watch took."""
         why = self._afford([area for _, _, area in areas], replacing)
         if why is not None:
             self.give_up(why)
@@ -530,6 +541,8 @@ class Watcher:
                 return False
             if git_root is None and not area.recursive:
                 self._catch_up(watched)
+            elif git_root is None and recount:
+                self._recount(watched)
         if replacing is not None:
             self._unschedule(replacing)
         return True
@@ -648,10 +661,10 @@ class Watcher:
         git_root = watched.git_root
         assert git_root is not None
         if watched.recursive and event.is_directory:
+            found = [(path, os.path.isdir(path)) for path in paths]
             with self._lock:
-                self._count(watched, paths[0], gone=not isinstance(event, DirCreatedEvent))
-                if len(paths) == 2:
-                    self._count(watched, paths[1], gone=False)
+                for path, present in found:
+                    self._count(watched, path, present=present)
         if any(_is_git_state(path, git_root) for path in paths):
             with self._lock:
                 self._inbox.git = True
@@ -667,24 +680,26 @@ class Watcher:
         appeared = isinstance(event, DirCreatedEvent) or (
             isinstance(event, DirMovedEvent) and not source
         )
+        if rel == watched.rel:
+            # The end of a watch's own folder: the folder it is in is watched and tells. Its
+            # word is not taken here: watchdog hands an event queued for a watch it no longer
+            # has to a new watch of the same folder (a folder deleted and made again at once).
+            return
+        present = os.path.isdir(os.path.join(self.root, rel))
         if not appeared:
             with self._lock:
-                if watched.recursive and rel != watched.rel:
-                    self._count(watched, rel, gone=True)
+                if watched.recursive:
+                    self._count(watched, rel, present=present)
                     return
-                # A watch telling of its own folder speaks for itself only: a folder made
-                # again under the same name may have its new watch already.
                 below = [
                     w
                     for w in self._watched
                     if w.rel is not None and _at_or_below(w.rel, rel) and w.live
                 ]
-                if rel == watched.rel:
-                    below = [watched] if watched.live else []
                 for went in below:
                     went.gone = True
             if below:
-                self._jobs.put(functools.partial(self._drop, below))
+                self._jobs.put(functools.partial(self._verify, below))
             return
         parent = rel.rpartition("/")[0]
         if not watched.recursive:
@@ -693,7 +708,7 @@ class Watcher:
             return
         inside_skipped = parent != watched.rel and self.rules.excluded(parent, is_dir=True)
         with self._lock:
-            self._count(watched, rel, gone=False)
+            self._count(watched, rel, present=present)
             over = self.max_watches is not None and self._used > self.max_watches
             replan = inside_skipped and watched.live and not watched.replanning
             watched.replanning |= replan
@@ -702,13 +717,14 @@ class Watcher:
         elif replan:
             self._jobs.put(lambda: self._replan(watched))
 
-    def _count(self, watched: _Watched, folder: str, *, gone: bool) -> None:
-        """A folder of a recursive watch appeared or went (the lock is held)."""
+    def _count(self, watched: _Watched, folder: str, *, present: bool) -> None:
+        """A folder of a recursive watch appeared or went: it counts while it is there (the
+        lock is held). What is on disk decides, not the event: an event can come late."""
         before = len(watched.dirs)
-        if gone:
-            watched.dirs.discard(folder)
-        else:
+        if present:
             watched.dirs.add(folder)
+        else:
+            watched.dirs.discard(folder)
         if watched.live:
             self._used += len(watched.dirs) - before
 
@@ -731,7 +747,29 @@ class Watcher:
             watched.replanning = False
             return
         if areas and not self._stopped:
-            self._place([(self.root, None, area) for area in areas], replacing=watched)
+            self._place([(self.root, None, area) for area in areas], watched, recount=True)
+
+    def _recount(self, watched: _Watched) -> None:
+        """A recursive watch placed while its folders were being made: watchdog watches what
+        it finds, including folders made since the plan's walk, which come as no event. Walk
+        again: count them, and cut the area if a skipped folder with folders in it came."""
+        if watched.rel is None:
+            return
+        areas = self._plan(watched.rel)
+        if not areas:
+            return
+        if not areas[0].recursive:
+            with self._lock:
+                replan = watched.live and not watched.replanning
+                watched.replanning |= replan
+            if replan:
+                self._replan(watched)
+            return
+        with self._lock:
+            if watched.live:
+                before = len(watched.dirs)
+                watched.dirs |= set(areas[0].dirs)
+                self._used += len(watched.dirs) - before
 
     def _watch_new(self, rel: str) -> None:
         """A kept folder appeared in a folder watched on its own: watch it, and have
@@ -739,30 +777,49 @@ class Watcher:
         path = self.root / rel
         parent = rel.rpartition("/")[0]
         with self._lock:
-            watches = [
-                (w.rel, w.recursive) for w in self._watched if w.rel is not None and not w.gone
-            ]
+            same = [w for w in self._watched if w.rel == rel]
+        self._verify(same)  # a watch of the folder that was there before goes first
+        with self._lock:
+            watches = [(w.rel, w.recursive) for w in self._watched if w.rel is not None]
         parent_alone = any(top == parent and not recursive for top, recursive in watches)
         covered = any(
             top == rel or (recursive and _at_or_below(rel, top)) for top, recursive in watches
         )
         if covered or not parent_alone or path.is_symlink() or not path.is_dir():
             return
-        if self._place([(self.root, None, area) for area in self._plan(rel)]):
+        if self._place([(self.root, None, area) for area in self._plan(rel)], recount=True):
             with self._lock:
                 self._inbox.dirs.add(rel)
                 self._last_event = time.monotonic()
 
-    def _drop(self, gone: list[_Watched]) -> None:
-        """A folder went (deleted, or moved away: its watches would name the old paths):
-        unschedule the watches that were at or below it. A folder made again under the same
-        name comes as an event of its own, after this one, and gets a watch of its own."""
-        dropped = {w.rel for w in gone if self._unschedule(w) and w.rel}
-        if dropped:
-            with self._lock:
-                self._inbox.dirs |= dropped
-                self._inbox.dropped |= dropped
-                self._last_event = time.monotonic()
+    def _verify(self, suspects: list[_Watched]) -> None:
+        """An event said these watches' folders went: unschedule each whose folder did go
+        (its thread ended: deleted) or is not the one at its path any more (moved away, or
+        replaced); a folder made again at the path gets a watch of its own.
+
+        The event alone does not decide: watchdog hands an event queued for a watch it no
+        longer has to a new watch of the same folder and settings (a folder deleted and made
+        again at once), and that new watch must stay.
+        """
+        observer = self._observer
+        if observer is None:
+            return
+        alive = {id(e.watch) for e in list(observer.emitters) if e.is_alive()}
+        went = [
+            w
+            for w in suspects
+            if w.live and (id(w.watch) not in alive or _inode(w.path) != w.inode)
+        ]
+        dropped = {w.rel for w in went if self._unschedule(w) and w.rel}
+        if not dropped:
+            return
+        with self._lock:
+            self._inbox.dirs |= dropped
+            self._inbox.dropped |= dropped
+            self._last_event = time.monotonic()
+        for rel in sorted(dropped):
+            if (self.root / rel).is_dir():
+                self._watch_new(rel)
 
     def _rel(self, path: str) -> str | None:
         root = str(self.root)
