@@ -11,8 +11,9 @@ status hash every file). Then, for each observer:
 
 it prints:
 
-(a) **start**: `start()` from nothing to ready (find the repository, place the watches, one full
-    `git status`): what a first ask no longer waits for.
+(a) **start**: `start()` from nothing to ready (find the repository, place the watches, probe
+    them, one full `git status`): what a first ask no longer waits for; the inotify watches and
+    the threads it holds then, and how long `stop()` takes.
 (b) **detection per call**, with 5 and with 500 tracked files changed since the snapshot: the time
     of the model call's `changes_since_snapshot()` once the watcher has the events: the refresh
     (index and HEAD lookups, hashing the changed files, ignore checks), judging the entries and
@@ -46,6 +47,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -193,6 +195,8 @@ async def measure(root: Path, observer: str, counts: list[int], runs: int) -> di
     await tracker.start()
     result: dict[str, Any] = {"start_ms": (time.perf_counter() - begin) * 1000}
     result["watching"] = tracker.watching
+    result["watches"] = tracker.watches
+    result["threads"] = threading.active_count()
     files = tracked_files(root)
     rng = random.Random(11)
     try:
@@ -228,7 +232,9 @@ async def measure(root: Path, observer: str, counts: list[int], runs: int) -> di
             result[f"snapshot_ms_{count}"] = ms(snapshots)
             result[f"seen_{count}"] = (min(seen), max(seen))
     finally:
+        begin = time.perf_counter()
         await tracker.stop()
+        result["stop_ms"] = (time.perf_counter() - begin) * 1000
     sample = files[:5]
     result["status_ms"] = statistics.median(full_status_s(root) for _ in range(3)) * 1000
     result["limited_ms"] = statistics.median(full_status_s(root, sample) for _ in range(3)) * 1000
@@ -581,6 +587,8 @@ async def check_correctness(root: Path, observer: str) -> tuple[int, int]:
                 await tracker.settle(quiet=0.3)
                 await tracker.snapshot()
                 then = take_truth(root)
+        reason = f" ({tracker.fallback_reason})" if tracker.fallback_reason else ""
+        print(f"  watching at the end: {tracker.watching}{reason}")
     finally:
         await tracker.stop()
     return entry_differences, status_differences
@@ -613,7 +621,11 @@ def main() -> None:
                 figures = asyncio.run(measure(root, observer, counts, args.runs))
                 idle = measure_idle(root, observer, args.idle_seconds)
                 print(f"  {observer} (watching: {figures['watching']})")
-                print(f"    (a) start to ready                       {figures['start_ms']:9.1f} ms")
+                print(
+                    f"    (a) start to ready                       {figures['start_ms']:9.1f} ms"
+                    f"  ({figures['watches']} inotify watches, {figures['threads']} threads; "
+                    f"stop {figures['stop_ms']:.1f} ms)"
+                )
                 for count in counts:
                     low, high = figures[f"seen_{count}"]
                     print(

@@ -21,7 +21,8 @@ from pathlib import Path
 from lsp_agent.changes import git
 from lsp_agent.changes.compare import State
 from lsp_agent.changes.content import Files
-from lsp_agent.changes.watch import Events, IgnoreRules, excluded_parts, under_any
+from lsp_agent.changes.ignore import IgnoreRules, excluded_parts, under_any
+from lsp_agent.changes.watch import Events
 from lsp_agent.git import run as run_git
 
 MAX_LOOKUPS = 10_000
@@ -32,9 +33,9 @@ MAX_SCANNED_BYTES = 256 * 1024 * 1024
 """Outside git, at most this many bytes are hashed at start; the other files are known by size
 and modification time (rewriting one with the same bytes then counts as a change)."""
 
-Refreshed = tuple[dict[str, State], set[str]]
-"""The new states of the paths looked at (a path without one is clean or gone), and those
-paths."""
+Refreshed = tuple[dict[str, State], set[str], bool]
+"""The new states of the paths looked at (a path without one is clean or gone), those paths,
+and whether everything was compared (a full `git status`, or every file outside git)."""
 
 
 class GitStates:
@@ -95,21 +96,21 @@ class GitStates:
             self.head = head
             paths |= set(states)
         if not full and events.dirs:
-            paths |= await self._files_under(events.dirs)
+            paths |= await self._files_under(events.dirs, events.dropped)
             paths |= {rel for rel in states if under_any(rel, events.dirs)}
         paths = {rel for rel in paths if not excluded_parts(rel)}
         if full or len(paths) > MAX_LOOKUPS:
             new_states = await self._status()
-            return new_states, set(states) | set(new_states)
+            return new_states, set(states) | set(new_states), True
         if not paths:
-            return {}, set()
+            return {}, set(), False
         try:
             new_states, unsure = await asyncio.to_thread(self._look, paths)
         except OSError:
             new_states, unsure = {}, paths
         if unsure:
             new_states.update(await self._status(unsure))
-        return new_states, paths
+        return new_states, paths, False
 
     async def changed_between(self, old: str, new: str) -> int:
         """How many files of the workspace folder differ between two commits."""
@@ -141,10 +142,11 @@ class GitStates:
             for rel, (code, base_blob) in codes.items()
         }
 
-    async def _files_under(self, dirs: set[str]) -> set[str]:
-        """Files below folders that appeared (on disk) or went away (in the index)."""
+    async def _files_under(self, dirs: set[str], dropped: set[str]) -> set[str]:
+        """Files below folders that appeared (on disk) or went away (in the index); below the
+        `dropped` ones, both (made again since, they may have lost tracked files unseen)."""
         present = {d for d in dirs if (self.root / d).is_dir()}
-        gone = dirs - present
+        gone = (dirs - present) | (dirs & dropped)
         found: set[str] = set()
         if present:
             found.update(await asyncio.to_thread(self._walk, present))
@@ -244,11 +246,11 @@ class FileStates:
         """The paths that may have changed since `states` was taken, and their states now."""
         if full or events.lost:
             new_states = await self.full(states)
-            return new_states, set(states) | set(new_states)
+            return new_states, set(states) | set(new_states), True
         new_states = await asyncio.to_thread(self._hash, events.paths, events.dirs)
         affected = set(new_states) | events.paths
         affected |= {rel for rel in states if under_any(rel, events.dirs)}
-        return new_states, affected
+        return new_states, affected, False
 
     def _scan(self, previous: dict[str, State]) -> dict[str, State]:
         files = Files(self.root)

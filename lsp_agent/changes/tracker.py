@@ -5,6 +5,10 @@
 - **States** (`states.py`): what differs from HEAD (or every file's digest outside git), brought
   up to date from the paths the watcher (`watch.py`) saw change, or by one full comparison a
   turn when nothing is watched.
+- **A watcher is trusted only while it shows it works**: it stops being trusted when its probe
+  goes unanswered or its threads die (`Watcher.health`, every refresh), when it reaches a
+  limit, or when a full comparison finds a change it never reported (`audit.py`). The tracker
+  then says why, once, and compares once per turn.
 - **Snapshots**: `snapshot()` at the end of a turn starts a baseline; from then on, the first
   time a path's state changes, its previous state is kept (copy on write).
   `changes_since_snapshot()` compares each such path's state then and now (`compare.py`), and
@@ -31,9 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lsp_agent.changes import git
+from lsp_agent.changes import audit, git
 from lsp_agent.changes.compare import Buffer, Context, Mode, State, entries
 from lsp_agent.changes.content import blob_digest, text_digests
+from lsp_agent.changes.ignore import EXCLUDED_DIRS, IgnoreRules, excluded_parts, under_any
 from lsp_agent.changes.note import (
     ADDED,
     AGENT,
@@ -50,13 +55,13 @@ from lsp_agent.changes.note import (
 )
 from lsp_agent.changes.states import FileStates, GitStates
 from lsp_agent.changes.watch import (
-    EXCLUDED_DIRS,
+    MAX_EMITTERS,
     Events,
-    IgnoreRules,
+    GaveUp,
+    ObserverFactory,
     ObserverKind,
     Watcher,
-    excluded_parts,
-    limit_reached,
+    watch_limit,
 )
 
 __all__ = [
@@ -80,6 +85,9 @@ log = logging.getLogger(__name__)
 
 MAX_BASELINES = 32
 """Snapshots kept (one per session key); the least recently used is dropped."""
+IN_FLIGHT_S = 1.0
+"""A change unreported by the watcher counts as missed only once the watcher has heard nothing
+for this long (it is not working through a queue) and the change is older than that."""
 STARTING = (
     "the workspace watcher is still starting: changes made since your last turn are not listed yet"
 )
@@ -128,13 +136,19 @@ class ChangeTracker:
         log_line: Callable[[str], None] | None = None,
         observer: ObserverKind = "auto",
         max_watches: int | None = None,
+        max_emitters: int = MAX_EMITTERS,
+        observer_factory: ObserverFactory | None = None,
+        in_flight: float = IN_FLIGHT_S,
         text_cache_files: int = 64,
         text_cache_chars: int = 4_000_000,
     ) -> None:
         """`log_line` gets the log lines (the server's `window/logMessage`); `observer` forces
         a kind of watching (`none`/`polling`: nothing is watched, one comparison a turn);
-        `max_watches` caps the inotify watches this tracker may take (past it, it compares
-        once a turn, exactly as when the kernel's limit is hit)."""
+        `max_watches` caps the inotify watches this tracker may take and `max_emitters` the
+        watches it schedules (past either, it compares once a turn, exactly as when the
+        kernel's limit is hit); `observer_factory` makes the observer instead of watchdog's
+        (tests); a change the watcher did not report counts as missed once the watcher has
+        been quiet for `in_flight` seconds and the change is older than that."""
         self.root = Path(root).resolve()
         """The workspace folder, absolute, symlinks resolved."""
         self.fallback_reason: str | None = None
@@ -145,6 +159,16 @@ class ChangeTracker:
         """The kind of watching asked for."""
         self._max_watches = max_watches
         """The cap on inotify watches (None: the kernel's limit)."""
+        self._max_emitters = max_emitters
+        """The cap on watches scheduled (watchdog's threads)."""
+        self._observer_factory = observer_factory
+        """Makes the observer (None: watchdog's own)."""
+        self._in_flight = in_flight
+        """How long the watcher must be quiet, and an unreported change old, for the change to
+        count as missed."""
+        self._suspects: dict[str, float] = {}
+        """Changes a full comparison found that the watcher has not reported (yet), and when
+        each file changed (wall clock)."""
         self._rules = IgnoreRules(self.root)
         """What is never watched nor reported."""
         self._watcher: Watcher | None = None
@@ -219,6 +243,12 @@ class ChangeTracker:
         """inotify watches held now (0 when not watching with inotify): for `status` and tests."""
         return self._watcher.watches if self._watcher is not None else 0
 
+    @property
+    def watch_limit(self) -> int | None:
+        """The cap on inotify watches in effect: `max_watches`, else the kernel's
+        `fs.inotify.max_user_watches`; None when not watching with inotify."""
+        return watch_limit(self._max_watches) if self.watching == "inotify" else None
+
     async def start(self) -> None:
         """Find the repository, start watching, and take the first full comparison.
 
@@ -255,12 +285,16 @@ class ChangeTracker:
                 self._rules,
                 git_roots=git_roots,
                 max_watches=self._max_watches,
-                exhausted=self._exhausted_later,
+                max_emitters=self._max_emitters,
+                gave_up=self._gave_up_later,
+                observer_factory=self._observer_factory,
             )
             self._watcher = watcher
             if not self._closed:
                 # Watch first, then compare: what changes meanwhile is in the inbox.
                 await asyncio.to_thread(watcher.start, self._observer_kind)
+            for line in watcher.notes:
+                self._log_once(line, line)
             if watcher.failure is not None:
                 self._fall_back(watcher.failure)
             async with self._refresh_lock:
@@ -306,6 +340,8 @@ class ChangeTracker:
                 return
             await self._refresh(compare=unwatched)
             self._keep(key, _Baseline(self._source.head, compared=first))
+            if self._watcher is not None:
+                self._watcher.probe()  # answered by the next turn, or `health()` says so
 
     async def changes_since_snapshot(
         self, key: str = "default", *, include_agent: bool = False, wait: bool = True
@@ -444,10 +480,12 @@ class ChangeTracker:
         while len(self._baselines) > MAX_BASELINES:
             self._baselines.popitem(last=False)
 
-    def _take_events(self) -> Events:
-        """What the watcher saw, with what the editor and the tracker itself asked for."""
+    def _take_events(self) -> tuple[Events, Events | None]:
+        """What the watcher saw, with what the editor and the tracker itself asked for; and
+        what the watcher alone reported (None when not watching)."""
         events, self._pending = self._pending, Events()
-        if self._watcher is not None:
+        seen = None
+        if self._watcher is not None and self._watcher.kind != "none":
             seen = self._watcher.drain()
             events.paths |= seen.paths
             events.dirs |= seen.dirs
@@ -456,19 +494,26 @@ class ChangeTracker:
             events.git |= seen.git
             events.ignore_files |= seen.ignore_files
             events.lost |= seen.lost
+            events.dropped |= seen.dropped
         self._event_times.update(events.times)
         if len(self._event_times) > 20_000:
             cutoff = time.monotonic() - 60
             self._event_times = {k: t for k, t in self._event_times.items() if t >= cutoff}
-        return events
+        return events, seen
 
     async def _refresh(self, *, compare: bool = False) -> None:
         """Bring the states up to date; record what changed in every baseline.
 
         `compare`: one full comparison (no watcher tells what changed)."""
-        events = self._take_events()
+        watcher = self._watcher
+        why = watcher.health() if watcher is not None else None
+        if why is not None:
+            await self._stop_watching(why)
+        events, seen = self._take_events()
         full = compare or events.lost
-        new_states, affected = await self._source.refresh(events, full, self._states)
+        new_states, affected, everything = await self._source.refresh(events, full, self._states)
+        if seen is not None and watcher is not None:
+            await self._audit(watcher, seen, new_states, affected if everything else None)
         for rel in affected:
             old = self._states.get(rel)
             new = new_states.get(rel)
@@ -568,19 +613,55 @@ class ChangeTracker:
         rel = candidate.relative_to(self.root).as_posix()
         return None if rel == "." else rel
 
-    def _exhausted_later(self, error: OSError) -> None:
-        """inotify ran out of watches after start (watchdog's thread): stop watching."""
+    async def _audit(
+        self,
+        watcher: Watcher,
+        seen: Events,
+        new: dict[str, State],
+        compared: set[str] | None,
+    ) -> None:
+        """Check the watcher against a full comparison (`compared`: the paths it looked at, or
+        None when there was none): what it found changed and the watcher never reported is
+        suspect until reported; a suspect the watcher should have reported by now stops the
+        tracker from trusting it."""
+        for rel in [r for r in self._suspects if r in seen.paths or under_any(r, seen.dirs)]:
+            del self._suspects[rel]
+        since, drained, heard = watcher.trusted_since()
+        if compared is not None:
+            candidates = audit.unreported(
+                self._states,
+                new,
+                compared,
+                seen,
+                watched=lambda rel: not self._rules.excluded(rel, is_dir=False),
+            )
+            if candidates:
+                timed = await asyncio.to_thread(
+                    audit.changed_within, self.root, candidates, since, drained
+                )
+                self._suspects |= timed
+        if not self._suspects:
+            return
+        missed = audit.judge(self._suspects, since, drained, heard, self._in_flight)
+        if missed is not None:
+            self._suspects.clear()
+            await self._stop_watching(GaveUp(f"the file watcher missed a change to {missed}"))
+            self._pending.lost = compared is None  # else this comparison was the full one
+
+    def _gave_up_later(self, why: GaveUp) -> None:
+        """Watching stopped working after start (a watcher or watchdog thread): stop it."""
         loop = self._loop
         if loop is None or self._closed:
             return
         with contextlib.suppress(RuntimeError):  # the loop closed under us: nothing to tell
-            loop.call_soon_threadsafe(self._spawn, self._stop_watching(error))
+            loop.call_soon_threadsafe(self._spawn, self._stop_watching(why))
 
-    async def _stop_watching(self, error: OSError) -> None:
-        if self._watcher is None or self._watcher.kind != "inotify" or self._closed:
+    async def _stop_watching(self, why: GaveUp) -> None:
+        """Stop trusting the watcher: compare once per turn from now on, the next time fully."""
+        if self._watcher is None or self._watcher.kind == "none" or self._closed:
             return
         await asyncio.to_thread(self._watcher.stop)
-        self._fall_back(error)
+        self._fall_back(why)
         self._pending.lost = True
 
     def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
@@ -594,12 +675,13 @@ class ChangeTracker:
 
         task.add_done_callback(done)
 
-    def _fall_back(self, error: OSError) -> None:
-        self.fallback_reason = why = limit_reached(error, self._max_watches)
+    def _fall_back(self, why: GaveUp) -> None:
+        self.fallback_reason = why.reason
+        remedy = f" ({why.remedy})" if why.remedy else ""
         self._log_once(
             "fallback",
-            f"lsp-agent: {why} is reached for {self.root}; comparing it once per turn instead "
-            "of watching it (raise the limit to watch it)",
+            f"lsp-agent: watching {self.root}: {why.reason}; comparing it once per turn "
+            f"instead{remedy}",
         )
 
     def _log_once(self, key: str, line: str) -> None:
