@@ -42,8 +42,8 @@ python3 -m venv .venv
 .venv/bin/python -m compileall -q lsp_agent
 
 echo "== ruff"
-.venv/bin/ruff check lsp_agent tests benchmarks
-.venv/bin/ruff format --check lsp_agent tests benchmarks
+.venv/bin/ruff check lsp_agent tests benchmarks scripts
+.venv/bin/ruff format --check lsp_agent tests benchmarks scripts
 echo "== mypy"
 .venv/bin/mypy
 echo "== lua (editors/neovim)"
@@ -76,6 +76,20 @@ if [ $# -eq 0 ]; then
       fi
     done
   done
+  # The server's tests against the oldest release of each runtime dependency that
+  # pyproject.toml declares (scripts/lower_bounds.py): the run above meets the newest ones,
+  # this one a lower bound the code no longer works with, before a user's install does.
+  echo "== pytest with the oldest declared dependencies (the real editors' files left to the first run)"
+  python3 -m venv .venv-oldest
+  .venv-oldest/bin/python -m pip install --quiet --upgrade pip
+  python3 scripts/lower_bounds.py > .venv-oldest/constraints.txt
+  .venv-oldest/bin/python -m pip install --quiet -e ".[test]" -c .venv-oldest/constraints.txt
+  .venv-oldest/bin/python -m compileall -q lsp_agent
+  oldest=0
+  .venv-oldest/bin/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile \
+    --ignore-glob='tests/test_vscode*' --ignore-glob='tests/test_neovim*' \
+    --ignore-glob='tests/test_emacs*' || oldest=$?
+  [ "$status" -ne 0 ] || status="$oldest"
   if [ -n "$other" ]; then
     echo "== pytest on Python $other ($python; the real editors' files left to the run above)"
     "$python" -m venv ".venv-$other"

@@ -75,7 +75,7 @@ def test_every_part_imports_only_the_parts_below_it() -> None:
 
 def test_the_package_imports_only_the_standard_library_and_its_dependencies() -> None:
     """A module the package imports must come with `pip install lsp-agent`: a test-only package
-    (pygls, lsprotocol and pytest-lsp are the tests' LSP client) would fail a user's install."""
+    (pytest-lsp, hypothesis) would fail a user's install."""
     pyproject = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))
     declared = {
         re.split(r"[<>=!~;\[ ]", requirement, maxsplit=1)[0].lower().replace("_", "-")
@@ -92,7 +92,77 @@ def test_the_package_imports_only_the_standard_library_and_its_dependencies() ->
             if not names & declared:
                 wrong.append(f"{module} imports {imported} ({', '.join(sorted(names))})")
     assert wrong == []
-    assert {"certifi", "watchdog"} <= declared  # the check reads the real list
+    # The check reads the real list, and the stack the project is built on is in it.
+    assert {"pygls", "lsprotocol", "httpx", "watchdog"} <= declared
+
+
+STACK = {
+    "pygls": "lsp",
+    "lsprotocol": "lsp",
+    "cattrs": "lsp",
+    "httpx": "model",
+    "watchdog": "changes",
+}
+"""Each library of the stack and the one part that speaks it: the agent core never imports pygls
+(a method on `EditorPort` is what it needs), nothing but the model's client speaks HTTP, nothing
+but the change tracker watches files."""
+
+
+def test_each_library_of_the_stack_is_spoken_by_one_part() -> None:
+    wrong = []
+    for module, path in modules():
+        for imported in imports(path):
+            owner = STACK.get(imported.split(".")[0])
+            if owner is not None and (module.count(".") == 0 or part_of(module) != owner):
+                wrong.append(f"{module} imports {imported} (only {owner}/ may)")
+    assert wrong == []
+
+
+def private_imports(path: Path) -> Iterator[str]:
+    """What `path` imports of another package's private parts: a module or a name that starts
+    with an underscore, or a `*_c` module (a C extension's internals, as watchdog's
+    `inotify_c`)."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            modules_named = [alias.name for alias in node.names]
+            names: list[str] = []
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            modules_named = [node.module]
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        for module in modules_named:
+            parts = module.split(".")
+            if parts[0] in sys.stdlib_module_names or parts[0] in ("lsp_agent", "__future__"):
+                continue
+            private = [p for p in parts if p.startswith("_") or p.endswith("_c")]
+            private += [n for n in names if n.startswith("_") and not n.startswith("__")]
+            if private:
+                yield f"{module}: {', '.join(private)}"
+
+
+def test_no_library_is_used_through_its_private_parts(tmp_path: Path) -> None:
+    """Public APIs only: a patch release may move what a library keeps to itself (watchdog 7.1.1
+    changed the inotify internals a subclass of ours relied on, and change tracking stopped)."""
+    wrong = [
+        f"{module} imports {found}" for module, path in modules() for found in private_imports(path)
+    ]
+    assert wrong == []
+    # And the check sees such imports where they are.
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "import os._x\n"
+        "from watchdog.observers.inotify_c import InotifyFD\n"
+        "from pygls.protocol import _private, JsonRPCProtocol\n"
+        "import httpx._transports.default\n"
+        "from lsprotocol import types\n",
+        encoding="utf-8",
+    )
+    assert list(private_imports(sample)) == [
+        "watchdog.observers.inotify_c: inotify_c",
+        "pygls.protocol: _private",
+        "httpx._transports.default: _transports",
+    ]
 
 
 def test_the_layers_have_no_circle() -> None:
