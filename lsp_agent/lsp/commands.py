@@ -392,13 +392,15 @@ def _path_of(uri: str) -> Path:
 
 def _tracker_status(folder: Folder | None) -> dict[str, Any]:
     """How a folder is watched: `watching` is `inotify`, `native`, `polling` (compared once a
-    turn, past the inotify limit) or `none`; `ready` once the first comparison is made."""
+    turn: past a watch limit, or the watcher not trusted, `fallbackReason` says which) or
+    `none`; `watches` held against `watchLimit`; `ready` once the first comparison is made."""
     tracker = folder.tracker if folder is not None else None
     if tracker is None:
         return {
             "watching": "none",
             "mode": None,
             "watches": 0,
+            "watchLimit": None,
             "fallbackReason": None,
             "ready": False,
         }
@@ -406,6 +408,7 @@ def _tracker_status(folder: Folder | None) -> dict[str, Any]:
         "watching": tracker.watching,
         "mode": tracker.mode,
         "watches": tracker.watches,
+        "watchLimit": tracker.watch_limit,
         "fallbackReason": tracker.fallback_reason,
         "ready": tracker.ready,
     }
