@@ -9,8 +9,10 @@ jedi-language-server treats its initialization options.
 from __future__ import annotations
 
 import difflib
+import errno
 import os
 import re
+import stat
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -185,7 +187,7 @@ def read_env_file(path: Path) -> tuple[dict[str, str], list[str]]:
     """
     shown = _display_path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = _read_small_text(path)
     except FileNotFoundError:
         return {}, []
     except (OSError, UnicodeDecodeError) as error:
@@ -205,6 +207,23 @@ def read_env_file(path: Path) -> tuple[dict[str, str], list[str]]:
         key, value = parsed
         variables[key] = value
     return variables, warnings
+
+
+ENV_FILE_BYTES = 1024 * 1024
+"""More than any env file holds: a larger one is refused, not read whole."""
+
+
+def _read_small_text(path: Path) -> str:
+    """A small regular file's UTF-8 text: never waits on a FIFO, never reads a device or more
+    than `ENV_FILE_BYTES`; raises OSError (or UnicodeDecodeError) saying why not."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        data = handle.read(ENV_FILE_BYTES + 1)
+    if len(data) > ENV_FILE_BYTES:
+        raise OSError(errno.EFBIG, f"larger than {ENV_FILE_BYTES // 1024} KB")
+    return data.decode("utf-8")
 
 
 @dataclass(frozen=True)

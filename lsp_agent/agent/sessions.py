@@ -136,6 +136,8 @@ class Agent:
         transcript = self.store.create()
         self._redact(transcript)
         instructions = read_instructions(self.workspace.root, self.home)
+        for refusal in instructions.refusals:
+            self.port.warn(refusal)
         toolbox = self._toolbox(transcript.session_id)
         listed = prompt_section(list(toolbox.skills.skills.values())) if toolbox.skills else ""
         system = {

@@ -29,6 +29,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lsp_agent.safety.reading import CONFIG_BYTES, Refused, read_regular, read_small
+
 PROTECTED_DIRS = (".git", ".vscode", ".idea", ".venv", "venv")
 """Folders of the workspace root no command may write: git's hooks and config, editor tasks and
 launch configurations, and the virtualenvs an editor starts on its own (a `.pth` file in one runs
@@ -75,6 +77,8 @@ SKIPPED_FOLDERS = frozenset({"node_modules"})
 """Folders the search for nested repositories and virtualenvs does not enter (package managers
 strip `.git` from what they install there; editors do not look there either)."""
 
+MAX_INDEX_BYTES = 1024 * 1024 * 1024
+"""A git index larger than this is not read for gitlinks (a 200,000-file index is ~30 MB)."""
 MAX_FOLDERS = 200_000
 """Folders a workspace walk visits at most; past it the walk says it is incomplete."""
 
@@ -338,12 +342,21 @@ def _is_venv(path: Path) -> bool:
 
 
 def whitelists(path: Path) -> bool:
-    """Whether the ignore file at `path` has a `!` line (which can make hidden files searched)."""
-    with contextlib.suppress(OSError, UnicodeDecodeError):
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.lstrip().startswith("!"):
-                return True
-    return False
+    """Whether the ignore file at `path` has a `!` line (which can make hidden files searched);
+    True too when it cannot be read as a plain file (a FIFO, a device, too large), which
+    ripgrep might still read."""
+    try:
+        found = read_regular(path, CONFIG_BYTES)
+    except FileNotFoundError:
+        return False
+    except (OSError, Refused):
+        return True
+    if found.cut:
+        return True
+    return any(
+        line.lstrip().startswith("!")
+        for line in found.data.decode("utf-8", errors="replace").splitlines()
+    )
 
 
 # Git facts read from files (no git process): where the git folder is, what the config says.
@@ -363,10 +376,11 @@ def git_dir(root: Path) -> tuple[Path, Path] | None:
 
 def gitfile_target(dot_git: Path) -> Path | None:
     """The git folder a `.git` file points to (`gitdir: …`), resolved."""
-    try:
-        first = dot_git.read_text(encoding="utf-8", errors="replace").splitlines()[0]
-    except (OSError, IndexError):
+    data = read_small(dot_git, 4096)
+    lines = data.decode("utf-8", errors="replace").splitlines() if data is not None else []
+    if not lines:
         return None
+    first = lines[0]
     if not first.startswith("gitdir:"):
         return None
     try:
@@ -377,9 +391,11 @@ def gitfile_target(dot_git: Path) -> Path | None:
 
 def common_dir(git_folder: Path) -> Path:
     """The folder holding a worktree's shared config and refs (the git folder itself else)."""
-    with contextlib.suppress(OSError, IndexError):
-        line = (git_folder / "commondir").read_text(encoding="utf-8").splitlines()[0].strip()
-        return (git_folder / line).resolve()
+    data = read_small(git_folder / "commondir", 4096)
+    lines = data.decode("utf-8", errors="replace").splitlines() if data is not None else []
+    if lines and lines[0].strip():
+        with contextlib.suppress(OSError, RuntimeError):
+            return (git_folder / lines[0].strip()).resolve()
     return git_folder
 
 
@@ -391,10 +407,10 @@ def config_values(path: Path, wanted: set[tuple[str, str]]) -> list[tuple[str, s
     """`(section, key, value)` of a git config file for the wanted `(section, key)` pairs
     (lower case; a subsection such as `includeIf "…"` counts as its section)."""
     found: list[tuple[str, str, str]] = []
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+    data = read_small(path, CONFIG_BYTES)
+    if data is None:
         return found
+    text = data.decode("utf-8", errors="replace")
     section = ""
     for line in text.splitlines():
         match = _SECTION.match(line)
@@ -497,9 +513,8 @@ def _hash_size(folder: Path) -> int:
 
 def _index_gitlinks(index: Path, hash_size: int) -> list[str]:
     """Paths of the gitlink entries (mode 160000) of a git index file (versions 2 to 4)."""
-    try:
-        data = index.read_bytes()
-    except OSError:
+    data = read_small(index, MAX_INDEX_BYTES)
+    if data is None:
         return []
     if len(data) < 12 or data[:4] != b"DIRC":
         return []

@@ -7,6 +7,7 @@ or raises `Ask`.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from pathlib import Path
@@ -24,6 +25,7 @@ from lsp_agent.safety.paths import (
     whitelisted,
 )
 from lsp_agent.safety.protected import ScannedFolder
+from lsp_agent.safety.reading import CONFIG_BYTES, Refused, read_regular
 
 
 def grep(name: str, parsed: Parsed, places: Places, situation: Situation) -> str:
@@ -388,9 +390,8 @@ def _pytest_config_options(places: Places) -> None:
     if not places.scanner.walk(places.root, visit):
         raise Ask("pytest may take options from the project's configuration, too many to check")
     for config in configs:
-        try:
-            text = config.read_text(encoding="utf-8", errors="replace")
-        except OSError:
+        text = _config_text(config, "pytest")
+        if text is None:
             continue
         for match in _ADDOPTS.finditer(text):
             value = match.group(1)
@@ -479,15 +480,33 @@ def _ruff_config_fixes(places: Places) -> None:
     if not places.scanner.walk(places.root, visit):
         raise Ask("ruff check may fix files as its configuration says: add --no-fix")
     for config in configs:
-        try:
-            text = config.read_text(encoding="utf-8", errors="replace")
-        except OSError:
+        text = _config_text(config, "ruff check")
+        if text is None:
             continue
         if _RUFF_FIX.search(text):
             raise Ask(
                 f"ruff check may fix files ({config.name} sets fix or extends another "
                 "configuration): add --no-fix"
             )
+
+
+def _config_text(config: Path, program: str) -> str | None:
+    """The text of a configuration file `program` may read; None when there is none. Raises
+    `Ask` when it is there but not a plain file lsp-agent can read whole (a FIFO, a device,
+    larger than any real configuration): the program would read what lsp-agent could not."""
+    try:
+        found = read_regular(config, CONFIG_BYTES)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as error:
+        if error.errno in (errno.ENOENT, errno.ENOTDIR):
+            return None
+        raise Ask(f"{program} reads {config.name}, which lsp-agent cannot read") from None
+    except Refused as refused:
+        raise Ask(f"{program} reads {refused}") from None
+    if found.cut:
+        raise Ask(f"{program} reads {config.name}, larger than lsp-agent reads of a configuration")
+    return found.data.decode("utf-8", errors="replace")
 
 
 def printf(name: str, args: list[str], places: Places, situation: Situation) -> str:
