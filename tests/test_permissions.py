@@ -485,7 +485,32 @@ PROTECTED_EDITS = [
     ".pypirc",
     "venv/lib/python3.11/site-packages/evil.pth",
     "sub/.vscode/settings.json",
+    # What editors, CI and build tools run or load as code later (README, Safety).
+    ".nvim.lua",
+    ".exrc",
+    ".dir-locals.el",
+    "src/.dir-locals.el",
+    ".helix/languages.toml",
+    ".zed/settings.json",
+    ".github/workflows/ci.yml",
+    ".pre-commit-config.yaml",
+    ".husky/pre-commit",
+    ".cargo/config.toml",
+    "crates/core/.cargo/config.toml",
+    ".devcontainer/devcontainer.json",
+    "conftest.py",
+    "tests/conftest.py",
+    "Makefile",
+    "docs/Makefile",
 ]
+
+
+@pytest.mark.parametrize(
+    "path", [".github/ISSUE_TEMPLATE.md", "src/helix.py", "docs/makefile.md", "tests/test_a.py",
+             "Makefile.md", "cargo/config.toml"]
+)  # fmt: skip
+def test_files_beside_what_runs_later_are_not_asked(path: str) -> None:
+    assert decide("write_file", {"path": path}, root=ROOT, previewed=False).decision == ALLOW
 
 
 @pytest.mark.parametrize("path", PROTECTED_EDITS)

@@ -60,6 +60,44 @@ PROTECTED_FILES = (
 """Files of the workspace root that something runs or trusts later (shells, git, direnv, npm,
 yarn, pip): read-only inside."""
 
+RUN_LATER_AT_ROOT = (
+    ".nvim.lua",
+    ".nvimrc",
+    ".exrc",
+    ".lazy.lua",
+    ".helix/",
+    ".zed/",
+    ".github/workflows/",
+    ".github/actions/",
+    ".gitlab-ci.yml",
+    ".circleci/",
+    ".pre-commit-config.yaml",
+    ".husky/",
+    "lefthook.yml",
+    ".lefthook.yml",
+    ".devcontainer/",
+    ".devcontainer.json",
+    "mise.toml",
+    ".mise.toml",
+)
+"""Paths at the workspace root that an editor, a shell hook, CI or a git hook manager runs or
+loads as code later (a name ending in `/` is a folder, with everything in it): edits of them
+are asked when no preview shows them (mode `auto`, `--yes`), like `.vscode/`."""
+RUN_LATER_ANYWHERE = (
+    ".dir-locals.el",
+    ".dir-locals-2.el",
+    "conftest.py",
+    "Makefile",
+    "makefile",
+    "GNUmakefile",
+    ".cargo/",
+    "sitecustomize.py",
+    "usercustomize.py",
+)
+"""Names that run as code at any depth of the workspace (Emacs reads `.dir-locals.el` of every
+parent folder, pytest every `conftest.py`, make any `Makefile` it is pointed at, cargo every
+`.cargo/config.toml` above the folder it builds, Python a `sitecustomize.py` on its path)."""
+
 SECRET_NAMES = frozenset(
     {".git", ".netrc", ".npmrc", ".pypirc", ".git-credentials", ".yarnrc.yml", ".docker",
      ".aws", ".ssh", ".gnupg", ".kube", ".pgpass"}
@@ -124,6 +162,9 @@ def edit_protection(root: Path, path: Path) -> str | None:
             return f"{part}/ is protected (something runs what it holds later)"
     if parts and parts[-1].casefold() in files:
         return f"{parts[-1]} is protected (something runs or trusts it later)"
+    later = _runs_later(parts)
+    if later is not None:
+        return f"{later} is run or loaded as code later (by an editor, CI or a build tool)"
     for parent in path.parents:
         if parent == root or not parent.is_relative_to(root):
             break
@@ -132,6 +173,25 @@ def edit_protection(root: Path, path: Path) -> str | None:
     for guarded in git_config_paths(root):
         if path == guarded or path.is_relative_to(guarded):
             return f"{guarded.relative_to(root)} is run by git (core.hooksPath or include.path)"
+    return None
+
+
+def _runs_later(parts: tuple[str, ...]) -> str | None:
+    """The `RUN_LATER_*` entry the path `parts` (relative to the root) falls under, or None
+    (case-insensitive, as on macOS and Windows)."""
+    folded = tuple(part.casefold() for part in parts)
+    relative = "/".join(folded)
+    for entry in RUN_LATER_AT_ROOT:
+        key = entry.casefold()
+        if (key.endswith("/") and relative.startswith(key)) or relative == key:
+            return entry
+    for index, part in enumerate(folded):
+        for entry in RUN_LATER_ANYWHERE:
+            key = entry.casefold()
+            if key.endswith("/") and part == key[:-1] and index < len(parts) - 1:
+                return entry
+            if part == key and index == len(parts) - 1:
+                return entry
     return None
 
 
