@@ -389,6 +389,12 @@ ATTACKS: list[Attack] = [
         "sed -n '1w@C@' app.py",
         "sed -n 's/x/y/w @C@' app.py",
         "sed -n '1e touch @C@' app.py",
+        "bash -lc 'ls > @C@'",
+        "sh -c 'sort -o @C@ app.py'",
+        "bash -c 'ls' @C@",
+        "bash -c 'touch \"$0\"' @C@",
+        "base64 app.py @C@",
+        "rg -z --pre 'touch @C@' def",
         "sed -i s/x/y/ app.py",
         "awk '{print > \"@C@\"}' app.py",
         "awk '{system(\"touch @C@\")}' app.py",
@@ -615,6 +621,20 @@ HARMLESS: list[str] = [
     "wc -c < app.py",
     "find . -name '*.py' | xargs wc -l",
     "true && echo ok",
+    # What other agents run unasked as read-only, decided by content, not by shape.
+    "bash -lc 'git status'",
+    "sh -c 'ls -la'",
+    "bash -c 'grep -n def app.py | head -3'",
+    "git status -sb",
+    "git shortlog -sn",
+    "git branch --format='%(refname:short)'",
+    "git log --stat -2",
+    "git diff --name-only HEAD",
+    "expr 6 \\* 7",
+    "numfmt --to=iec 1048576",
+    "base64 app.py",
+    "base64 app.py | base64 -d",
+    "factor 42",
 ]
 
 

@@ -79,9 +79,9 @@ _OK = " -h --help"
 
 
 def _git_spec(notation: str, **kwargs: object) -> Spec:
-    """git's own option parser: no abbreviations accepted here, no joined short options."""
+    """git's own option parser: no abbreviations accepted here; short options joined
+    (`status -sb`, `shortlog -sn`) as git's parse-options takes them."""
     kwargs.setdefault("abbreviations", False)
-    kwargs.setdefault("clusters", False)
     return spec(notation + _OK, **kwargs)
 
 

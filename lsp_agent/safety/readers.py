@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from lsp_agent.safety import options as opt
@@ -59,7 +60,7 @@ def grep(name: str, parsed: Parsed, places: Places, situation: Situation) -> str
 
 
 _RG = spec(
-    "-e=:pattern -f@:pattern -i -s -S -F -x -w -v -c -l -n -N -o -q -b -H -I -p -0 -z -a -U "
+    "-e=:pattern -f@:pattern -i -s -S -F -x -w -v -c -l -n -N -o -q -b -H -I -p -0 -z! -a -U "
     "-A= -B= -C= -m= -M= -j= -E= -r= -d= -t=:type -T= -g=:glob -L:follow -u:hidden -.:hidden "
     "--regexp=:pattern --file@:pattern --ignore-case --case-sensitive --smart-case "
     "--fixed-strings --line-regexp --word-regexp --invert-match --count --count-matches "
@@ -78,12 +79,12 @@ _RG = spec(
     "--passthru --include-zero --no-unicode --pcre2 --engine= --auto-hybrid-regex "
     "--field-context-separator= --field-match-separator= --context-separator= "
     "--no-context-separator --path-separator= --dfa-size-limit= --regex-size-limit= "
-    "--binary --no-binary --ignore-file-case-insensitive --search-zip "
+    "--binary --no-binary --ignore-file-case-insensitive --search-zip! "
     "--pre! --pre-glob! --type-add! --type-clear! --hostname-bin! --hyperlink-format= "
     "--mmap --no-mmap --no-ignore-messages --no-pcre2-unicode --generate= "
     "--sort-files " + COMMON,
     abbreviations=False,
-    refused_why="runs programs or changes what ripgrep searches",
+    refused_why="runs programs (decompressors, preprocessors) or changes what ripgrep searches",
 )
 
 
@@ -541,6 +542,62 @@ def which(name: str, args: list[str], places: Places, situation: Situation) -> s
     if all(not arg.startswith("-") or arg in ("-a", "-s") for arg in args):
         return "tells where a command is"
     raise Ask(f"{name} {args[0]} is not an option lsp-agent knows")
+
+
+_SHELL_FLAGS = frozenset("celuvx")
+"""Single-letter options of `bash`/`sh` that change nothing a command could use: `-c` (run the
+string), `-l` (a login shell: the user's own profile), `-e`, `-u`, `-v`, `-x`."""
+_SHELL_LONG = frozenset({"--login", "--noprofile", "--norc", "--posix", "--noediting"})
+_SHELL_SET = frozenset({"pipefail", "errexit", "nounset", "xtrace", "verbose", "posix"})
+"""Values of `-o`/`+o` that change nothing a command could use."""
+_SHELL_VALUED = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
+
+
+def shell_command_string(args: Sequence[str]) -> tuple[str | None, bool]:
+    """What `bash ARGS` (or `sh`) runs as a command line: the string `-c` names, alone or in a
+    cluster (`-lc`, `-ec`); None for a script file or standard input. And whether the call is
+    plain: only options known to change nothing, and no words after the string (which would
+    become `$0`, `$1`…)."""
+    plain = True
+    run_string = False
+    rest = list(args)
+    while rest:
+        word = rest.pop(0)
+        if word == "--":
+            break
+        if word in ("-", "+") or not word.startswith(("-", "+")):
+            rest.insert(0, word)
+            break
+        if word in _SHELL_VALUED:
+            value = rest.pop(0) if rest else ""
+            plain = plain and word in ("-o", "+o") and value in _SHELL_SET
+            continue
+        if word.startswith("--"):
+            plain = plain and word in _SHELL_LONG
+            continue
+        letters = word[1:]
+        run_string = run_string or "c" in letters
+        if "o" in letters or "O" in letters:
+            rest.pop(0) if rest else None
+            plain = False
+        plain = plain and word[0] == "-" and set(letters) <= _SHELL_FLAGS
+    if not run_string or not rest:
+        return None, False
+    return rest[0], plain and len(rest) == 1
+
+
+def shell(name: str, args: list[str], places: Places, situation: Situation) -> str:
+    """`bash -c STRING`, `sh -c`, `bash -lc`: the string's commands are decided on their own
+    (`permissions`), as if they were written on the line; the shell itself adds nothing."""
+    script, plain = shell_command_string(args)
+    if script is None:
+        raise Ask(f"{name} runs a script file or commands it reads, which cannot be checked")
+    if not plain:
+        raise Ask(
+            f"{name} with these options or arguments may run other code (an rc file, "
+            "positional parameters)"
+        )
+    return "runs its command string, decided on its own"
 
 
 def git(name: str, args: list[str], places: Places, situation: Situation) -> str:
