@@ -4,6 +4,12 @@ Sources, strongest first: the editor (`initializationOptions` and the `lspAgent`
 `workspace/configuration`), environment variables, `~/.agents/env`, defaults. A bad value never
 stops the server: it is skipped with a warning sentence and the next source decides, the way
 jedi-language-server treats its initialization options.
+
+An API key is bound to the endpoint it was set for (`Settings.key_endpoint`): a key from the
+environment or `~/.agents/env` goes unasked only to the URL those sources give on their own
+(provider included), never to one the editor's settings point elsewhere, which a workspace's
+settings file may have written; a key from the editor's settings is bound to no URL until the
+user says so (`safety.endpoints`).
 """
 
 from __future__ import annotations
@@ -49,6 +55,19 @@ DEFAULT_CODE_ACTIONS: tuple[dict[str, str], ...] = (
 )
 """The code actions offered when the `codeActions` setting is not set."""
 
+
+def _default_memory_mb() -> int:
+    """Half the machine's memory, at most 8 GiB (4 GiB where the machine cannot say)."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1024 * 1024)
+    except (ValueError, OSError, AttributeError):
+        return 4096
+    return max(256, min(8192, total // 2))
+
+
+DEFAULT_MEMORY_MB = _default_memory_mb()
+"""The default `commandMemoryMB`."""
+
 NO_MODEL = (
     "no model configured: set lspAgent.model in the editor or LSP_AGENT_MODEL in the environment "
     "(e.g. LSP_AGENT_MODEL=qwen2.5-coder:7b for Ollama)"
@@ -83,6 +102,14 @@ class Settings:
     """Seconds before a `bash` command's process group is killed."""
     question_timeout: float = 120.0
     """Seconds a permission question waits for the user; no answer by then counts as Deny."""
+    command_memory_mb: int = DEFAULT_MEMORY_MB
+    """Memory a `bash` command may use, in MiB: its whole process tree where a memory cgroup
+    can be made, else each process's address space."""
+    command_file_mb: int = 1024
+    """The largest file a `bash` command may write, in MiB."""
+    command_disk_mb: int = 2048
+    """How much a `bash` command may grow the disk under the workspace (and its private
+    temporary folder), in MiB, before it is stopped."""
     max_turns: int = 50
     """Model calls allowed in one `ask`."""
     mode: Mode = "review"
@@ -100,6 +127,10 @@ class Settings:
     prices: Mapping[str, float] = field(default_factory=dict)
     """What the endpoint charges per million tokens: `input`, `output`, and `cachedInput` when
     cached input costs less; empty when unknown (no cost is shown)."""
+    key_endpoint: str | None = field(default=None, repr=False)
+    """The endpoint the API key was set for: the base URL the key's own source and the weaker
+    ones give (the environment's, `~/.agents/env`'s, the default), or None for a key from the
+    editor's settings, which the user must approve for an endpoint (`safety.endpoints`)."""
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
     """Setting name (camelCase, as in `lspAgent.*`) → where its value came from: `editor`,
     `env:<VARIABLE>`, `~/.agents/env` or `default`. A name missing here counts as `default`."""
@@ -165,6 +196,7 @@ def load_settings(
         values[spec.attr] = value
         sources[spec.name] = source
 
+    values["key_endpoint"] = _key_endpoint(sources["apiKey"], values["api_key"], env, file_vars)
     if values["compact_to"] >= values["compact_at"]:
         warnings.append(
             f"Ignoring compactTo = {values['compact_to']} ({sources['compactTo']}) and "
@@ -177,6 +209,35 @@ def load_settings(
             sources[name] = DEFAULT
 
     return Settings(**values, sources=sources), warnings
+
+
+def _key_endpoint(
+    key_source: str,
+    api_key: str | None,
+    environ: Mapping[str, str],
+    file_vars: Mapping[str, str],
+) -> str | None:
+    """The base URL the key's own source, and those weaker than it, give: the endpoint it was
+    set for. The provider is resolved the same way: a provider the editor names must not carry
+    a key set for another vendor's endpoint to its default URL."""
+    if api_key is None or key_source in (EDITOR, DEFAULT):
+        return None
+    weaker_env = environ if key_source.startswith("env:") else {}
+    silent: list[str] = []
+    provider_spec, url_spec = _BY_NAME["provider"], _BY_NAME["baseUrl"]
+    provider = cast(
+        Provider,
+        _resolve(
+            provider_spec,
+            _candidates(provider_spec, "openai", {}, weaker_env, file_vars),
+            "openai",
+            silent,
+        )[0],
+    )
+    url, _ = _resolve(
+        url_spec, _candidates(url_spec, provider, {}, weaker_env, file_vars), provider, silent
+    )
+    return str(url)
 
 
 def read_env_file(path: Path) -> tuple[dict[str, str], list[str]]:
@@ -594,6 +655,27 @@ _SPECS: tuple[_Spec, ...] = (
         ("LSP_AGENT_QUESTION_TIMEOUT",),
         _seconds,
         "a positive number of seconds",
+    ),
+    _Spec(
+        "commandMemoryMB",
+        "command_memory_mb",
+        ("LSP_AGENT_COMMAND_MEMORY_MB",),
+        _integer(64),
+        "a whole number of MiB, 64 or more",
+    ),
+    _Spec(
+        "commandFileMB",
+        "command_file_mb",
+        ("LSP_AGENT_COMMAND_FILE_MB",),
+        _integer(1),
+        "a positive whole number of MiB",
+    ),
+    _Spec(
+        "commandDiskMB",
+        "command_disk_mb",
+        ("LSP_AGENT_COMMAND_DISK_MB",),
+        _integer(1),
+        "a positive whole number of MiB",
     ),
     _Spec(
         "maxTurns",
