@@ -734,6 +734,7 @@ def unprivileged_python(env: dict[str, str]) -> tuple[str, dict[str, str]] | Non
     return None
 
 
+@pytest.mark.timeout(900)  # the whole suite, against both walls, in one test
 @pytest.mark.skipif(os.getuid() != 0, reason="already unprivileged: this run is the one")
 @pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) is missing")
 def test_the_attack_suite_holds_as_an_unprivileged_user() -> None:
