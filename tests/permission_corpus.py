@@ -630,6 +630,7 @@ HARMLESS: list[str] = [
     "git branch --format='%(refname:short)'",
     "git log --stat -2",
     "git diff --name-only HEAD",
+    "git rev-list --count HEAD",
     "expr 6 \\* 7",
     "numfmt --to=iec 1048576",
     "base64 app.py",

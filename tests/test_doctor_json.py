@@ -107,4 +107,4 @@ def test_doctor_says_which_wall_is_in_force_and_what_it_does_not_stop(
     assert checks["sandbox"]["status"] == "ok"
     assert "reads" in checks["not stopped"]["detail"]
     if hidden:
-        assert "no PID namespace" in checks["not stopped"]["detail"]
+        assert "no private /tmp" in checks["not stopped"]["detail"]

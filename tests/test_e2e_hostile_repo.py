@@ -250,7 +250,7 @@ async def test_without_bubblewrap_the_landlock_wall_holds_and_status_says_so(
             result = await ask(editor, "write")
 
     assert "names no bwrap" in status.sandboxReason
-    assert "no PID namespace" in status.sandboxUncovered
+    assert "no private /tmp" in status.sandboxUncovered
     assert result.status == "completed"
     assert not outside.exists()
     assert (repo.root / "made.txt").read_text() == "kept\n"

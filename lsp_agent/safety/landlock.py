@@ -2,11 +2,15 @@
 by the command's own first process before it runs the command.
 
 `launcher(FD, ARGV)` is the argv of a fresh interpreter that reads a `Policy` (JSON) from the
-inherited descriptor FD, then, in this order: sets the resource limits, drops every capability
-(a root server's command keeps none, and the bounding set is emptied so that no program regains
-them), asks to be killed with the server, sets `no_new_privs`, restricts itself with a
-Landlock ruleset, installs the seccomp filter, and executes ARGV. Everything it starts inherits
-all of it; nothing can lift it.
+inherited descriptor FD and asks to be killed with the server. Where it may (root, or a user
+namespace of its own where unprivileged ones are allowed), it makes a PID namespace and forks
+the command as its first process: when that process ends, the kernel ends every process the
+command left behind, even one that left its session (`setsid`); the launcher waits and exits
+with its status. The command's process then, in this order: sets the resource limits, drops
+every capability (a root server's command keeps none, and the bounding set is emptied so that
+no program regains them), sets `no_new_privs`, restricts itself with a Landlock ruleset,
+installs the seccomp filter, and executes ARGV. Everything it starts inherits all of it;
+nothing can lift it.
 
 The ruleset handles the rights that change files (write, truncate, make, remove, rename,
 link); reading and running stay allowed everywhere, as under bubblewrap. Writes are granted
@@ -45,6 +49,8 @@ _CREATE_RULESET, _ADD_RULE, _RESTRICT_SELF = 444, 445, 446
 """Landlock's system calls: the same numbers on every architecture."""
 _CREATE_RULESET_VERSION = 1
 _RULE_PATH_BENEATH = 1
+_CLONE_NEWUSER = 0x10000000
+_CLONE_NEWPID = 0x20000000
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_SET_PDEATHSIG = 1
 _PR_SET_SECCOMP = 22
@@ -108,6 +114,9 @@ class Policy:
     """RLIMIT_AS (when no memory cgroup bounds the command)."""
     processes: int | None = None
     """RLIMIT_NPROC: the user's tasks now plus the command's allowance (not for root)."""
+    namespace_processes: int | None = None
+    """RLIMIT_NPROC inside a user namespace of the command's own, where the kernel counts the
+    namespace's processes only (not for root)."""
     seccomp: str | None = None
     """The seccomp program (hex), installed last; None where none is known."""
 
@@ -148,7 +157,7 @@ def grants(root: Path, protected: Iterable[Path]) -> tuple[list[str], list[str]]
     return [str(path) for path in folders], files
 
 
-def apply(policy: Policy) -> None:
+def apply(policy: Policy, *, user_namespace: bool = False) -> None:
     """Confine this process as `policy` says (the order matters: limits and capabilities
     first, while they may still be changed; seccomp last, which refuses what came before)."""
     libc = ctypes.CDLL(None, use_errno=True)
@@ -156,11 +165,10 @@ def apply(policy: Policy) -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (policy.file_bytes, policy.file_bytes))
     if policy.address_space is not None:
         resource.setrlimit(resource.RLIMIT_AS, (policy.address_space, policy.address_space))
-    if policy.processes is not None:
-        resource.setrlimit(resource.RLIMIT_NPROC, (policy.processes, policy.processes))
+    processes = policy.namespace_processes if user_namespace else policy.processes
+    if processes is not None:
+        resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
     _drop_capabilities(libc)
-    # Killed with the server, as bubblewrap's --die-with-parent.
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         _fail(libc, "no_new_privs")
     _restrict(libc, policy)
@@ -214,9 +222,8 @@ def _add_rule(libc: ctypes.CDLL, ruleset: int, path: str, version: int, folder: 
 
 def _drop_capabilities(libc: ctypes.CDLL) -> None:
     """Empty the bounding, ambient, effective, permitted and inheritable sets: a root
-    command keeps no capability, and no program it runs (setuid or not) gets one back."""
-    if os.geteuid() != 0:
-        return
+    command (or one in a user namespace of its own) keeps no capability, and no program it
+    runs (setuid or not) gets one back."""
     try:
         last = int(Path("/proc/sys/kernel/cap_last_cap").read_text().strip())
     except (OSError, ValueError):
@@ -251,6 +258,36 @@ def launcher(fd: int, argv: Sequence[str]) -> list[str]:
     return [sys.executable, "-I", "-S", "-c", _SOURCE, str(fd), "--", *argv]
 
 
+def _pid_namespace(libc: ctypes.CDLL) -> tuple[bool, bool]:
+    """Make a PID namespace for the next child: `(made, in a user namespace of its own)`. Root
+    may make one; an unprivileged user needs a user namespace first, with their own uid and gid
+    mapped to themselves (as bubblewrap does)."""
+    if os.geteuid() == 0:
+        return libc.unshare(_CLONE_NEWPID) == 0, False
+    uid, gid = os.geteuid(), os.getegid()
+    if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWPID) != 0:
+        return False, False
+    try:
+        Path("/proc/self/setgroups").write_text("deny")
+        Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
+        Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
+    except OSError:
+        return False, True  # in a user namespace, unmapped: still no PID namespace to rely on
+    return True, True
+
+
+def _wait(child: int) -> int:
+    """The exit status of `child`, as a shell reports it (128 + the signal that ended it)."""
+    while True:
+        try:
+            _, status = os.waitpid(child, 0)
+        except InterruptedError:
+            continue
+        if os.WIFSIGNALED(status):
+            return 128 + os.WTERMSIG(status)
+        return os.WEXITSTATUS(status)
+
+
 def main(argv: Sequence[str]) -> int:
     """`FD -- ARGV…`: confine this process with the policy read from FD, then run ARGV."""
     if len(argv) < 3 or argv[1] != "--":
@@ -259,8 +296,19 @@ def main(argv: Sequence[str]) -> int:
     fd = int(argv[0])
     with os.fdopen(fd, "rb") as handle:
         policy = Policy(**json.loads(handle.read()))
+    libc = ctypes.CDLL(None, use_errno=True)
+    # Killed with the server, as bubblewrap's --die-with-parent.
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    namespace, user_namespace = _pid_namespace(libc)
+    if namespace:
+        child = os.fork()
+        if child != 0:
+            return _wait(child)
+        # The namespace's first process: it dies with the launcher, and when it ends the
+        # kernel ends every other process of the namespace.
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     try:
-        apply(policy)
+        apply(policy, user_namespace=user_namespace)
     except OSError as error:
         print(f"lsp-agent: the sandbox could not be set up ({error}): not run", file=sys.stderr)
         return 126

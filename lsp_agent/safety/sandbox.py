@@ -99,11 +99,15 @@ BWRAP_UNCOVERED = (
     "changed by such commands"
 )
 LANDLOCK_UNCOVERED = (
-    BWRAP_UNCOVERED + "; and, without bubblewrap: no PID namespace (a command sees your other "
-    "processes, though it cannot read their memory or environment), no private /tmp (a "
-    "private temporary folder is given as TMPDIR, /tmp itself is read-only), no new file or "
-    "folder at the workspace root or in a folder that holds a protected path (existing files "
-    "there can be changed), no loopback inside the sandbox"
+    BWRAP_UNCOVERED + "; and, without bubblewrap: no private /tmp (a private temporary folder "
+    "is given as TMPDIR, /tmp itself is read-only), no new file or folder at the workspace root "
+    "or in a folder that holds a protected path (existing files there can be changed), no "
+    "loopback inside the sandbox, no chmod"
+)
+NO_PID_NAMESPACE = (
+    "; no PID namespace could be made here (neither root nor unprivileged user namespaces): "
+    "a command sees your other processes (though it cannot read their memory or "
+    "environment), and a process it starts in a session of its own (setsid) can outlive it"
 )
 
 _SEATBELT = "/usr/bin/sandbox-exec"
@@ -409,6 +413,7 @@ class Sandbox:
                 processes=None
                 if limits.exempt()
                 else limits.user_tasks(os.getuid()) + limits.MAX_PROCESSES,
+                namespace_processes=None if limits.exempt() else limits.MAX_PROCESSES,
                 seccomp=program.hex() if program is not None else None,
             )
             enforcer = limits.Enforcer(
@@ -595,11 +600,12 @@ def _probe_landlock(why_not_bwrap: str) -> Availability:
         )
     with tempfile.TemporaryDirectory(prefix="lsp-agent-probe-") as tmp:
         box = Sandbox(Path(tmp), Availability("landlock", "probe"))
-        with box.command(["/bin/sh", "-c", "exit 0"], spill_dir=Path(tmp)) as launch:
+        with box.command(["/bin/sh", "-c", "echo $$"], spill_dir=Path(tmp)) as launch:
             result = _run_probe(launch.argv, launch.pass_fds)
     if isinstance(result, str) or result.returncode != 0:
         detail = result if isinstance(result, str) else _first_line(result.stderr)
         return Availability("none", f"{prefix}and Landlock could not start ({detail}){UNSANDBOXED}")
+    own_pids = result.stdout.strip() == "1"  # the command is the first of its PID namespace
     network = (
         "no TCP connection or bind, no internet socket"
         if version >= 4
@@ -608,12 +614,13 @@ def _probe_landlock(why_not_bwrap: str) -> Availability:
     signals = (
         "no signal to a process outside the command" if version >= 6 else "signals not confined"
     )
+    pids = "own PID namespace, " if own_pids else ""
     return Availability(
         "landlock",
         f"{prefix}Landlock ABI {version} and seccomp: writes only in the workspace (protected "
         f"paths excluded) and a private temporary folder, {network}, {signals}, no "
-        f"capability, {_processes()}, {_memory()}",
-        LANDLOCK_UNCOVERED,
+        f"capability, {pids}{_processes()}, {_memory()}",
+        LANDLOCK_UNCOVERED + ("" if own_pids else NO_PID_NAMESPACE),
     )
 
 
