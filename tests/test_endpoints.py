@@ -37,13 +37,19 @@ def test_endpoints_compare_by_scheme_host_and_port() -> None:
     assert host("https://evil.example/v1") == "evil.example"
 
 
+def is_bound(chosen: Settings) -> bool:
+    source = chosen.sources.get("apiKey", "default")
+    return bound(chosen.api_key, source, chosen.key_endpoint, chosen.base_url)
+
+
 def test_a_key_from_the_environment_is_bound_to_its_own_endpoint_only(tmp_path: Path) -> None:
     environ = {"LSP_AGENT_API_KEY": KEY, "LSP_AGENT_BASE_URL": "https://models.example/v1"}
-    assert bound(settings(tmp_path, {}, environ))
-    assert bound(settings(tmp_path, {"baseUrl": "https://models.example/v2"}, environ))
-    assert not bound(settings(tmp_path, {"baseUrl": "https://evil.example/v1"}, environ))
-    assert not bound(settings(tmp_path, {"apiKey": KEY}, environ))  # the editor's key
-    assert bound(settings(tmp_path, {"baseUrl": "https://evil.example/v1"}, {}))  # no key
+    assert is_bound(settings(tmp_path, {}, environ))
+    assert is_bound(settings(tmp_path, {"baseUrl": "https://models.example/v2"}, environ))
+    assert not is_bound(settings(tmp_path, {"baseUrl": "https://evil.example/v1"}, environ))
+    assert not is_bound(settings(tmp_path, {"apiKey": KEY}, environ))  # the editor's key
+    assert is_bound(settings(tmp_path, {"baseUrl": "https://evil.example/v1"}, {}))  # no key
+    assert is_bound(Settings(api_key=KEY, base_url="https://any.example"))  # made in code
 
 
 async def test_the_user_is_asked_once_per_endpoint_and_a_yes_is_kept(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from lsp_agent.config import Settings
+from lsp_agent.config import DEFAULT, Settings
 from lsp_agent.model import ProviderError, TextSink
 from lsp_agent.port import EditorPort
 from lsp_agent.safety.endpoints import (
@@ -46,7 +46,8 @@ class KeyGate:
     async def check(self, settings: Settings) -> None:
         """Return when the key may go to `settings.base_url`; `ProviderError` when not."""
         key = settings.api_key
-        if key is None or bound(settings):
+        key_source = settings.sources.get("apiKey", DEFAULT)
+        if key is None or bound(key, key_source, settings.key_endpoint, settings.base_url):
             return
         pair = (key, origin(settings.base_url))
         async with self._lock:
@@ -56,8 +57,14 @@ class KeyGate:
                 return
             self.port.log(f"lsp-agent: asking before the API key goes to {host(settings.base_url)}")
             try:
+                asked = question(
+                    key_source,
+                    settings.sources.get("baseUrl", DEFAULT),
+                    settings.key_endpoint,
+                    settings.base_url,
+                )
                 answer = await asyncio.wait_for(
-                    self.port.ask_user(question(settings), ANSWERS), settings.question_timeout
+                    self.port.ask_user(asked, ANSWERS), settings.question_timeout
                 )
             except TimeoutError:
                 answer = None

@@ -29,8 +29,6 @@ import threading
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from lsp_agent.config import DEFAULT, Settings
-
 FILE_NAME = "endpoints.json"
 """The approvals' file in the state folder."""
 ANSWER_SEND = "Send the key"
@@ -39,6 +37,8 @@ ANSWERS = (ANSWER_SEND, ANSWER_REFUSE)
 """The actions of the question, in this order."""
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+_EDITOR, _DEFAULT = "editor", "default"
+"""The settings' source labels (`config`): the editor's settings, none at all."""
 
 
 def origin(url: str) -> str:
@@ -65,28 +65,25 @@ def host(url: str) -> str:
     return f"{name}:{port}" if port is not None else name
 
 
-def bound(settings: Settings) -> bool:
-    """Whether the key may go to `settings.base_url` without asking: there is no key, or it was
-    set (in the environment or the env file) for this very endpoint."""
-    if settings.api_key is None:
+def bound(key: str | None, key_source: str, key_endpoint: str | None, base_url: str) -> bool:
+    """Whether the key may go to `base_url` without asking: there is no key, or it was set (in
+    the environment or the env file, `key_source`) for this very endpoint (`key_endpoint`)."""
+    if key is None:
         return True
-    if settings.sources.get("apiKey", DEFAULT) == DEFAULT:
+    if key_source == _DEFAULT:
         # Settings made in code with a key (an embedding program, a test), not read from any
         # source a workspace could reach: the program chose both.
         return True
-    endpoint = settings.key_endpoint
-    return endpoint is not None and origin(endpoint) == origin(settings.base_url)
+    return key_endpoint is not None and origin(key_endpoint) == origin(base_url)
 
 
-def question(settings: Settings) -> str:
+def question(key_source: str, url_source: str, key_endpoint: str | None, base_url: str) -> str:
     """The question asked before the key goes to an endpoint it was not set for."""
-    source = settings.sources.get("apiKey", "default")
-    where = "the editor's settings" if source == "editor" else source.removeprefix("env:")
-    url_source = settings.sources.get("baseUrl", "default")
-    url_from = "the editor's settings" if url_source == "editor" else url_source
-    if settings.key_endpoint is not None:
+    where = "the editor's settings" if key_source == _EDITOR else key_source.removeprefix("env:")
+    url_from = "the editor's settings" if url_source == _EDITOR else url_source
+    if key_endpoint is not None:
         why = (
-            f"The key was set for {host(settings.key_endpoint)}; the endpoint was changed by "
+            f"The key was set for {host(key_endpoint)}; the endpoint was changed by "
             f"{url_from}, which a workspace's settings file can write."
         )
     else:
@@ -95,8 +92,8 @@ def question(settings: Settings) -> str:
             "settings from a workspace's settings file; it asks once for each endpoint."
         )
     return (
-        f"lsp-agent: send your API key (from {where}) to {host(settings.base_url)}? The model "
-        f"endpoint is {settings.base_url}. {why} If you did not set this endpoint, answer "
+        f"lsp-agent: send your API key (from {where}) to {host(base_url)}? The model "
+        f"endpoint is {base_url}. {why} If you did not set this endpoint, answer "
         f"'{ANSWER_REFUSE}': nothing is sent."
     )
 

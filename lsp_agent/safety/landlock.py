@@ -36,7 +36,6 @@ import ctypes
 import json
 import os
 import platform
-import resource
 import signal
 import stat
 import struct
@@ -160,6 +159,8 @@ def grants(root: Path, protected: Iterable[Path]) -> tuple[list[str], list[str]]
 def apply(policy: Policy, *, user_namespace: bool = False) -> None:
     """Confine this process as `policy` says (the order matters: limits and capabilities
     first, while they may still be changed; seccomp last, which refuses what came before)."""
+    import resource  # POSIX only: the server imports this module on every system
+
     libc = ctypes.CDLL(None, use_errno=True)
     if policy.file_bytes is not None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (policy.file_bytes, policy.file_bytes))

@@ -66,7 +66,8 @@ class Budget:
                 f"stopped: it used more than {self.memory_mb} MiB of memory "
                 "(lspAgent.commandMemoryMB); the kernel ended it"
             )
-        big = exit_code in (-signal.SIGXFSZ, 128 + signal.SIGXFSZ)
+        xfsz = getattr(signal, "SIGXFSZ", 25)  # not defined on Windows, where none is set
+        big = exit_code in (-xfsz, 128 + xfsz)
         if big or any(words in output for words in _FILE_WORDS):
             return (
                 f"a write was stopped at the file size limit of {self.file_mb} MiB "

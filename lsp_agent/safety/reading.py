@@ -98,15 +98,6 @@ def read_small(path: Path, limit: int) -> bytes | None:
     return None
 
 
-def read_text_confined(folder: Path, path: Path, limit: int = CONFIG_BYTES) -> str | None:
-    """`read_confined` as text (bad bytes replaced), or None when it is missing or refused: for
-    the permission checks, which then judge as if the file said nothing (a refused file is also
-    one that no program of the sandbox can be fooled by)."""
-    with contextlib.suppress(OSError, Refused):
-        return read_confined(folder, path, limit).data.decode("utf-8", errors="replace")
-    return None
-
-
 def _read_below(top: Path, parts: tuple[str, ...], limit: int, shown: str, where: Path) -> Read:
     """Open `top/parts…` one component at a time, following no symlink, and read it."""
     try:
