@@ -234,6 +234,9 @@ def _key_endpoint(
             silent,
         )[0],
     )
+    # A vendor's own variable names its vendor: ANTHROPIC_API_KEY was set for Anthropic's API.
+    vendor = {"env:ANTHROPIC_API_KEY": "anthropic", "env:OPENAI_API_KEY": "openai"}
+    provider = cast(Provider, vendor.get(key_source, provider))
     url, _ = _resolve(
         url_spec, _candidates(url_spec, provider, {}, weaker_env, file_vars), provider, silent
     )

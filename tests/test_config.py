@@ -563,3 +563,11 @@ def test_the_env_file_is_not_read_when_it_is_a_fifo(tmp_path: Path) -> None:
     assert settings.api_key is None
     assert len(warnings) == 1
     assert "not a regular file" in warnings[0]
+
+
+def test_a_vendor_s_own_key_variable_is_bound_to_that_vendor_s_endpoint(tmp_path: Path) -> None:
+    environ = {"ANTHROPIC_API_KEY": KEY}
+    settings, _ = load(tmp_path, {"provider": "anthropic"}, environ=environ)
+
+    assert settings.sources["apiKey"] == "env:ANTHROPIC_API_KEY"
+    assert settings.key_endpoint == settings.base_url == "https://api.anthropic.com"
