@@ -4,13 +4,21 @@ Sources, strongest first: the editor (`initializationOptions` and the `lspAgent`
 `workspace/configuration`), environment variables, `~/.agents/env`, defaults. A bad value never
 stops the server: it is skipped with a warning sentence and the next source decides, the way
 jedi-language-server treats its initialization options.
+
+An API key is bound to the endpoint it was set for (`Settings.key_endpoint`): a key from the
+environment or `~/.agents/env` goes unasked only to the URL those sources give on their own
+(provider included), never to one the editor's settings point elsewhere, which a workspace's
+settings file may have written; a key from the editor's settings is bound to no URL until the
+user says so (`safety.endpoints`).
 """
 
 from __future__ import annotations
 
 import difflib
+import errno
 import os
 import re
+import stat
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +55,19 @@ DEFAULT_CODE_ACTIONS: tuple[dict[str, str], ...] = (
 )
 """The code actions offered when the `codeActions` setting is not set."""
 
+
+def _default_memory_mb() -> int:
+    """Half the machine's memory, at most 8 GiB (4 GiB where the machine cannot say)."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1024 * 1024)
+    except (ValueError, OSError, AttributeError):
+        return 4096
+    return max(256, min(8192, total // 2))
+
+
+DEFAULT_MEMORY_MB = _default_memory_mb()
+"""The default `commandMemoryMB`."""
+
 NO_MODEL = (
     "no model configured: set lspAgent.model in the editor or LSP_AGENT_MODEL in the environment "
     "(e.g. LSP_AGENT_MODEL=qwen2.5-coder:7b for Ollama)"
@@ -81,6 +102,14 @@ class Settings:
     """Seconds before a `bash` command's process group is killed."""
     question_timeout: float = 120.0
     """Seconds a permission question waits for the user; no answer by then counts as Deny."""
+    command_memory_mb: int = DEFAULT_MEMORY_MB
+    """Memory a `bash` command may use, in MiB: its whole process tree where a memory cgroup
+    can be made, else each process's address space."""
+    command_file_mb: int = 1024
+    """The largest file a `bash` command may write, in MiB."""
+    command_disk_mb: int = 2048
+    """How much a `bash` command may grow the disk under the workspace (and its private
+    temporary folder), in MiB, before it is stopped."""
     max_turns: int = 50
     """Model calls allowed in one `ask`."""
     mode: Mode = "review"
@@ -98,6 +127,10 @@ class Settings:
     prices: Mapping[str, float] = field(default_factory=dict)
     """What the endpoint charges per million tokens: `input`, `output`, and `cachedInput` when
     cached input costs less; empty when unknown (no cost is shown)."""
+    key_endpoint: str | None = field(default=None, repr=False)
+    """The endpoint the API key was set for: the base URL the key's own source and the weaker
+    ones give (the environment's, `~/.agents/env`'s, the default), or None for a key from the
+    editor's settings, which the user must approve for an endpoint (`safety.endpoints`)."""
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
     """Setting name (camelCase, as in `lspAgent.*`) → where its value came from: `editor`,
     `env:<VARIABLE>`, `~/.agents/env` or `default`. A name missing here counts as `default`."""
@@ -163,6 +196,7 @@ def load_settings(
         values[spec.attr] = value
         sources[spec.name] = source
 
+    values["key_endpoint"] = _key_endpoint(sources["apiKey"], values["api_key"], env, file_vars)
     if values["compact_to"] >= values["compact_at"]:
         warnings.append(
             f"Ignoring compactTo = {values['compact_to']} ({sources['compactTo']}) and "
@@ -177,6 +211,38 @@ def load_settings(
     return Settings(**values, sources=sources), warnings
 
 
+def _key_endpoint(
+    key_source: str,
+    api_key: str | None,
+    environ: Mapping[str, str],
+    file_vars: Mapping[str, str],
+) -> str | None:
+    """The base URL the key's own source, and those weaker than it, give: the endpoint it was
+    set for. The provider is resolved the same way: a provider the editor names must not carry
+    a key set for another vendor's endpoint to its default URL."""
+    if api_key is None or key_source in (EDITOR, DEFAULT):
+        return None
+    weaker_env = environ if key_source.startswith("env:") else {}
+    silent: list[str] = []
+    provider_spec, url_spec = _BY_NAME["provider"], _BY_NAME["baseUrl"]
+    provider = cast(
+        Provider,
+        _resolve(
+            provider_spec,
+            _candidates(provider_spec, "openai", {}, weaker_env, file_vars),
+            "openai",
+            silent,
+        )[0],
+    )
+    # A vendor's own variable names its vendor: ANTHROPIC_API_KEY was set for Anthropic's API.
+    vendor = {"env:ANTHROPIC_API_KEY": "anthropic", "env:OPENAI_API_KEY": "openai"}
+    provider = cast(Provider, vendor.get(key_source, provider))
+    url, _ = _resolve(
+        url_spec, _candidates(url_spec, provider, {}, weaker_env, file_vars), provider, silent
+    )
+    return str(url)
+
+
 def read_env_file(path: Path) -> tuple[dict[str, str], list[str]]:
     """Parse a file of `KEY=VALUE` lines (shell style); returns the variables and warnings.
 
@@ -185,7 +251,7 @@ def read_env_file(path: Path) -> tuple[dict[str, str], list[str]]:
     """
     shown = _display_path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = _read_small_text(path)
     except FileNotFoundError:
         return {}, []
     except (OSError, UnicodeDecodeError) as error:
@@ -205,6 +271,23 @@ def read_env_file(path: Path) -> tuple[dict[str, str], list[str]]:
         key, value = parsed
         variables[key] = value
     return variables, warnings
+
+
+ENV_FILE_BYTES = 1024 * 1024
+"""More than any env file holds: a larger one is refused, not read whole."""
+
+
+def _read_small_text(path: Path) -> str:
+    """A small regular file's UTF-8 text: never waits on a FIFO, never reads a device or more
+    than `ENV_FILE_BYTES`; raises OSError (or UnicodeDecodeError) saying why not."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        data = handle.read(ENV_FILE_BYTES + 1)
+    if len(data) > ENV_FILE_BYTES:
+        raise OSError(errno.EFBIG, f"larger than {ENV_FILE_BYTES // 1024} KB")
+    return data.decode("utf-8")
 
 
 @dataclass(frozen=True)
@@ -575,6 +658,27 @@ _SPECS: tuple[_Spec, ...] = (
         ("LSP_AGENT_QUESTION_TIMEOUT",),
         _seconds,
         "a positive number of seconds",
+    ),
+    _Spec(
+        "commandMemoryMB",
+        "command_memory_mb",
+        ("LSP_AGENT_COMMAND_MEMORY_MB",),
+        _integer(64),
+        "a whole number of MiB, 64 or more",
+    ),
+    _Spec(
+        "commandFileMB",
+        "command_file_mb",
+        ("LSP_AGENT_COMMAND_FILE_MB",),
+        _integer(1),
+        "a positive whole number of MiB",
+    ),
+    _Spec(
+        "commandDiskMB",
+        "command_disk_mb",
+        ("LSP_AGENT_COMMAND_DISK_MB",),
+        _integer(1),
+        "a positive whole number of MiB",
     ),
     _Spec(
         "maxTurns",

@@ -10,7 +10,16 @@ permission checks' (`safety/gitcheck.py`) — starts here, with:
   `GIT_CONFIG_PARAMETERS`, …), no API key, `GIT_CONFIG_NOSYSTEM`, no pager, no prompt, no
   optional locks (the user's own git never waits on ours);
 - `SAFE_CONFIG`: fsmonitor off, hooks pointed at `/dev/null`, `cat` as pager, no transport
-  allowed (a partial clone would otherwise fetch a missing blob), no credential helper.
+  allowed (a partial clone would otherwise fetch a missing blob), no credential helper, no
+  signature checks (gpg);
+- settings whose keys come from the repository (a filter driver's name is whatever the
+  repository wrote: `a=b`, quotes, spaces, dots, any script) are passed through
+  `GIT_CONFIG_COUNT`/`GIT_CONFIG_KEY_n`/`GIT_CONFIG_VALUE_n`, where git takes the key whole:
+  `-c key=value` is split by git at the first `=`, so `-c filter.a=b.clean=` would set
+  `filter.a` and leave the driver `a=b` in place.
+
+Every run has a time limit (`TIMEOUT_S`): a repository's config can include a FIFO, which git
+would wait on for ever.
 
 Subprocesses are made in a worker thread, never with asyncio's subprocess transport: CPython
 3.11's can hang for ever when a creation is cancelled midway. A cancelled run kills its process.
@@ -39,6 +48,7 @@ SAFE_CONFIG = (
     "gc.auto=0",
     "maintenance.auto=false",
     "diff.noprefix=false",
+    "log.showSignature=false",
 )
 """`-c` options given to every git: none of these can be turned back on by the repository."""
 
@@ -83,12 +93,26 @@ def environment() -> dict[str, str]:
     return env
 
 
-def command(*args: str, extra_config: Sequence[str] = ()) -> list[str]:
+TIMEOUT_S = 120.0
+"""The longest any git of the server may take (a full `git status` of a very large repository
+takes seconds); past it the process is killed and the run counts as failed."""
+
+
+def command(*args: str) -> list[str]:
     """The argv of `git args…` with the safe options in front."""
     options: list[str] = ["git", "--no-pager"]
-    for setting in (*SAFE_CONFIG, *extra_config):
+    for setting in SAFE_CONFIG:
         options += ["-c", setting]
     return [*options, *args]
+
+
+def config_environment(config: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """Settings passed whole, keys as they are (no `=` splitting): git's `GIT_CONFIG_COUNT`."""
+    env = {"GIT_CONFIG_COUNT": str(len(config))}
+    for index, (key, value) in enumerate(config):
+        env[f"GIT_CONFIG_KEY_{index}"] = key
+        env[f"GIT_CONFIG_VALUE_{index}"] = value
+    return env if config else {}
 
 
 @dataclass(frozen=True)
@@ -101,11 +125,15 @@ class Completed:
     """Standard output (standard error is discarded)."""
 
 
-async def run(cwd: Path, *args: str, extra_config: Sequence[str] = ()) -> Completed:
-    """Run `git args…` in `cwd`; never leaves a process behind, even when cancelled."""
+async def run(
+    cwd: Path, *args: str, config: Sequence[tuple[str, str]] = (), timeout: float = TIMEOUT_S
+) -> Completed:
+    """Run `git args…` in `cwd`, with `config` on top of the safe settings (keys taken whole);
+    never leaves a process behind, even when cancelled. A run past `timeout` seconds is killed
+    and answers code 124."""
     loop = asyncio.get_running_loop()
-    argv = command(*args, extra_config=extra_config)
-    made = loop.run_in_executor(None, _start, argv, cwd)
+    argv = command(*args)
+    made = loop.run_in_executor(None, _start, argv, cwd, config_environment(config))
     try:
         process = await asyncio.shield(made)
     except asyncio.CancelledError:
@@ -115,7 +143,11 @@ async def run(cwd: Path, *args: str, extra_config: Sequence[str] = ()) -> Comple
         return Completed(127, b"")
     finished = loop.run_in_executor(None, _communicate, process)
     try:
-        out = await asyncio.shield(finished)
+        out = await asyncio.wait_for(asyncio.shield(finished), timeout)
+    except TimeoutError:
+        _kill(process)
+        await finished
+        return Completed(124, b"")
     except asyncio.CancelledError:
         _kill(process)  # the worker's communicate() then returns, and reaps it
         raise

@@ -102,6 +102,11 @@ class EditorPort(Protocol):
         """A line for the log, never for the model."""
         ...
 
+    def warn(self, message: str) -> None:
+        """One line the user sees (a pop-up in an editor, stderr in a terminal): something of
+        the workspace the server refused to use, never for the model."""
+        ...
+
 
 async def wait_until(
     done: Callable[[], bool], changed: Callable[[], asyncio.Event], timeout: float

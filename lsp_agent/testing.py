@@ -37,6 +37,8 @@ class MemoryPort:
         self.questions: list[tuple[str, Sequence[str]]] = []
         self.events: list[dict[str, Any]] = []
         self.logged: list[str] = []
+        self.warned: list[str] = []
+        """The lines the user was shown (`warn`)."""
         self._changed = asyncio.Event()
 
     def open(self, path: Path, text: str, version: int = 1) -> None:
@@ -106,6 +108,9 @@ class MemoryPort:
 
     def log(self, message: str) -> None:
         self.logged.append(message)
+
+    def warn(self, message: str) -> None:
+        self.warned.append(message)
 
     def events_of(self, kind: str) -> list[dict[str, Any]]:
         """The events of one kind, in order."""

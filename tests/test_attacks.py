@@ -11,6 +11,10 @@ by its `pyvenv.cfg`, a conda environment, husky's hooks folder (`core.hooksPath`
 git includes, a nested repository and a submodule not checked out. Run as root, the suite runs a
 second time as an unprivileged user (`setpriv`), where the sandbox works differently (a user
 namespace, RLIMIT_NPROC instead of a cgroup).
+
+Every attack runs against both walls: bubblewrap, and Landlock with seccomp as on a machine
+without bubblewrap (the wall `probe()` picks when `LSP_AGENT_BWRAP` names none; the suite hands
+that wall to the sandbox directly, `probe_landlock()`, so that the machine's bwrap is not used).
 """
 
 from __future__ import annotations
@@ -37,16 +41,24 @@ import pytest
 from lsp_agent.config import Settings
 from lsp_agent.context.cap import MAX_SPILL_BYTES, Spills
 from lsp_agent.safety.limits import MAX_PROCESSES, exempt
-from lsp_agent.safety.sandbox import Sandbox, probe
+from lsp_agent.safety.sandbox import Availability, Sandbox, probe, probe_landlock
 from lsp_agent.testing import MemoryPort
 from lsp_agent.tools.belt import Toolbox
 from lsp_agent.tools.results import ToolResult
 from lsp_agent.tools.workspace import Workspace
 from tests.processes import gone
 
-pytestmark = pytest.mark.skipif(
-    probe().kind != "bwrap", reason=f"the attack suite needs bubblewrap: {probe().reason}"
-)
+WALLS = {"bwrap": probe, "landlock": probe_landlock}
+"""The walls the suite attacks: the machine's bubblewrap, and Landlock as without it."""
+
+
+@pytest.fixture(params=sorted(WALLS))
+def wall(request: pytest.FixtureRequest) -> Availability:
+    found = WALLS[request.param]()
+    if found.kind != request.param:
+        pytest.skip(f"no {request.param} wall here: {found.reason}")
+    return found
+
 
 PYTHON = sys.executable
 
@@ -161,7 +173,7 @@ class Target:
 
 
 @pytest.fixture
-def target(monkeypatch: pytest.MonkeyPatch) -> Iterator[Target]:
+def target(monkeypatch: pytest.MonkeyPatch, wall: Availability) -> Iterator[Target]:
     made: list[Path] = []
     request_cleanup = made.append
     base = Path(tempfile.mkdtemp(prefix="lsp-agent-attack-", dir="/var/tmp"))
@@ -171,14 +183,14 @@ def target(monkeypatch: pytest.MonkeyPatch) -> Iterator[Target]:
     host_tmp = Path(tempfile.mkdtemp(prefix="lsp-agent-attack-"))
     request_cleanup(host_tmp)
     try:
-        yield from _target(base, home_dir, host_tmp, monkeypatch)
+        yield from _target(base, home_dir, host_tmp, monkeypatch, wall)
     finally:
         for path in made:
             shutil.rmtree(path, ignore_errors=True)
 
 
 def _target(
-    base: Path, home_dir: Path, host_tmp: Path, monkeypatch: pytest.MonkeyPatch
+    base: Path, home_dir: Path, host_tmp: Path, monkeypatch: pytest.MonkeyPatch, wall: Availability
 ) -> Iterator[Target]:
     root = base / "project"
     root.mkdir()
@@ -211,7 +223,7 @@ def _target(
         Workspace(root),
         Port(),
         settings=lambda: settings,
-        sandbox=Sandbox(root),
+        sandbox=Sandbox(root, wall),
         spills=spills,
     )
     try:
@@ -645,7 +657,9 @@ async def test_a_fork_bomb_stops_at_the_process_limit_and_the_host_keeps_forking
     assert host_processes() <= before + 16  # and everything it started is gone
 
 
-async def test_a_git_folder_inside_the_workspace_cannot_be_moved_away(tmp_path: Path) -> None:
+async def test_a_git_folder_inside_the_workspace_cannot_be_moved_away(
+    tmp_path: Path, wall: Availability
+) -> None:
     # `git init --separate-git-dir meta/repo`: .git is a file naming a folder of the workspace.
     # Moving that folder's parent would move the read-only mount away with it, and let a
     # command put a git folder of its own (with a config that runs programs) in its place.
@@ -659,7 +673,11 @@ async def test_a_git_folder_inside_the_workspace_cannot_be_moved_away(tmp_path: 
     assert (root / ".git").is_file()
     settings = Settings(permissions=[{"tool": "bash", "decision": "allow"}])
     tools = Toolbox(
-        Workspace(root), Port(), settings=lambda: settings, sandbox=Sandbox(root), spills=Spills()
+        Workspace(root),
+        Port(),
+        settings=lambda: settings,
+        sandbox=Sandbox(root, wall),
+        spills=Spills(),
     )
     before = snapshot(root / "meta", root / ".git")
 
@@ -716,6 +734,7 @@ def unprivileged_python(env: dict[str, str]) -> tuple[str, dict[str, str]] | Non
     return None
 
 
+@pytest.mark.timeout(900)  # the whole suite, against both walls, in one test
 @pytest.mark.skipif(os.getuid() != 0, reason="already unprivileged: this run is the one")
 @pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) is missing")
 def test_the_attack_suite_holds_as_an_unprivileged_user() -> None:

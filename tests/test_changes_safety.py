@@ -156,9 +156,17 @@ async def test_filters_the_repository_defines_are_emptied_and_the_users_own_kept
 
     settings = await tracker_git.filter_settings(repo)
 
-    assert "filter.planted.clean=" in settings
-    assert "filter.planted.process=" in settings
-    assert not any(setting.startswith("filter.lfs.") for setting in settings)
+    assert settings is not None
+    assert ("filter.planted.clean", "") in settings
+    assert ("filter.planted.process", "") in settings
+    assert not any(key.startswith("filter.lfs.") for key, _ in settings)
+
+    # The repository redefines the user's driver: the user's command is put back.
+    git(repo, "config", "filter.lfs.clean", "touch /tmp/x")
+    settings = await tracker_git.filter_settings(repo)
+    assert settings is not None
+    assert ("filter.lfs.clean", "git-lfs clean -- %f") in settings
+    assert ("filter.lfs.smudge", "") in settings
 
     # A git too old to tell where a setting comes from (before 2.26): every driver is emptied.
     real = subprocess.run(["which", "git"], capture_output=True, text=True).stdout.strip()
@@ -172,8 +180,72 @@ async def test_filters_the_repository_defines_are_emptied_and_the_users_own_kept
 
     settings = await tracker_git.filter_settings(repo)
 
-    assert "filter.planted.clean=" in settings
-    assert "filter.lfs.clean=" in settings
+    assert settings is not None
+    assert ("filter.planted.clean", "") in settings
+    assert ("filter.lfs.clean", "") in settings
+
+
+DRIVER_NAMES = {
+    "an equals sign": "a=b",
+    "a dot": "a.b",
+    "double quotes": 'a"q"b',
+    "a backslash": "a\\b",
+    "unicode": "é🙂",
+    "an equals sign and a dot": "x.y=z.clean",
+    "a leading dash": "-c",
+    "a semicolon": "a;touch",
+}
+"""Filter driver names a repository can choose and select in `.gitattributes` (whose values
+end at a space), each a way to split or misread a `-c` option."""
+
+
+@pytest.mark.parametrize("name", DRIVER_NAMES.values(), ids=DRIVER_NAMES.keys())
+async def test_a_planted_filter_of_any_name_never_runs_and_the_change_is_still_seen(
+    tmp_path: Path, name: str
+) -> None:
+    repo = tmp_path / "project"
+    repo.mkdir()
+    (repo / "app.py").write_text("A = 1\n")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "start")
+    canary = tmp_path / "canary"
+    git(repo, "config", f"filter.{name}.clean", f"touch {canary}; cat")
+    git(repo, "config", f"filter.{name}.process", f"touch {canary}")
+    (repo / ".gitattributes").write_text(f"*.py filter={name}\n")
+    (repo / "app.py").write_text("A = 2\n")
+    tracker = ChangeTracker(repo, observer="none")
+    await tracker.start()
+    try:
+        await tracker.snapshot()
+        (repo / "app.py").write_text("A = 3\n")
+
+        entries = await tracker.changes_since_snapshot()
+
+        assert not canary.exists(), f"the filter {name!r} ran"
+        assert "app.py" in by_path(entries)  # git status did run, and saw the change
+    finally:
+        await tracker.stop()
+    # Armed: a plain git runs it.
+    os.utime(repo / "app.py", (5, 5))
+    subprocess.run(["git", "status"], cwd=repo, capture_output=True, check=False)
+    assert canary.exists(), f"the trap {name!r} was never armed"
+
+
+@pytest.mark.parametrize("name", ["a b", 'a "q" b', "tab\there", "x=y z.w"])
+async def test_names_no_attribute_can_select_are_neutralised_whole_too(
+    tmp_path: Path, name: str
+) -> None:
+    repo = tmp_path / "r"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    git(repo, "config", f"filter.{name}.clean", "touch /tmp/x")
+
+    settings = await tracker_git.filter_settings(repo)
+
+    assert settings is not None
+    assert (f"filter.{name}.clean", "") in settings
+    assert (f"filter.{name}.required", "false") in settings
 
 
 async def test_a_link_to_a_host_file_never_brings_its_text_into_the_note(tmp_path: Path) -> None:

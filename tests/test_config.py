@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +113,9 @@ def test_every_environment_variable_of_the_design_is_read(tmp_path: Path) -> Non
         "COMMAND_TIMEOUT": "30",
         "LSP_AGENT_MAX_TURNS": "20",
         "LSP_AGENT_QUESTION_TIMEOUT": "45",
+        "LSP_AGENT_COMMAND_MEMORY_MB": "512",
+        "LSP_AGENT_COMMAND_FILE_MB": "64",
+        "LSP_AGENT_COMMAND_DISK_MB": "128",
     }
 
     settings, warnings = load(tmp_path, environ=environ)
@@ -125,6 +129,11 @@ def test_every_environment_variable_of_the_design_is_read(tmp_path: Path) -> Non
     assert (settings.tool_output_cap, settings.stub_chars) == (5000, 100)
     assert settings.command_timeout == 30.0
     assert settings.max_turns == 20
+    assert (settings.command_memory_mb, settings.command_file_mb, settings.command_disk_mb) == (
+        512,
+        64,
+        128,
+    )
     editor_only = {"mode", "permissions", "readOnlyPaths", "codeActions", "prices"}
     from_env = {name for name, source in settings.sources.items() if source.startswith("env:")}
     assert from_env == set(settings.sources) - editor_only
@@ -411,6 +420,9 @@ def test_describe_lists_every_setting_in_camel_case(tmp_path: Path) -> None:
         "stubChars",
         "commandTimeout",
         "questionTimeout",
+        "commandMemoryMB",
+        "commandFileMB",
+        "commandDiskMB",
         "maxTurns",
         "mode",
         "permissions",
@@ -501,3 +513,61 @@ def test_env_file_warnings_reach_the_caller_of_load_settings(tmp_path: Path) -> 
     assert settings.model == "m"
     assert len(warnings) == 1
     assert "line 2" in warnings[0]
+
+
+def test_a_key_from_the_environment_is_bound_to_the_url_the_environment_gives(
+    tmp_path: Path,
+) -> None:
+    environ = {"LSP_AGENT_API_KEY": KEY, "LSP_AGENT_BASE_URL": "https://models.example/v1"}
+    plain, _ = load(tmp_path, environ=environ)
+    moved, _ = load(tmp_path, {"baseUrl": "https://elsewhere.example/v1"}, environ=environ)
+
+    assert plain.key_endpoint == "https://models.example/v1" == plain.base_url
+    assert moved.base_url == "https://elsewhere.example/v1"
+    assert moved.key_endpoint == "https://models.example/v1"  # where the key was set for
+
+
+def test_a_provider_named_by_the_editor_does_not_move_a_key_set_for_another_vendor(
+    tmp_path: Path,
+) -> None:
+    environ = {"LSP_AGENT_API_KEY": KEY, "OPENAI_BASE_URL": "https://api.openai.com/v1"}
+    settings, _ = load(tmp_path, {"provider": "anthropic"}, environ=environ)
+
+    assert settings.base_url == "https://api.anthropic.com"
+    assert settings.key_endpoint == "https://api.openai.com/v1"
+
+
+def test_a_key_from_the_env_file_is_bound_to_the_env_file_s_url_not_the_environment_s(
+    tmp_path: Path,
+) -> None:
+    env_file = tmp_path / "env"
+    env_file.write_text(f"LSP_AGENT_API_KEY={KEY}\nLSP_AGENT_BASE_URL=https://mine.example/v1\n")
+    settings, _ = load_settings(
+        None, environ={"LSP_AGENT_BASE_URL": "https://other.example/v1"}, env_file=env_file
+    )
+    assert settings.base_url == "https://other.example/v1"
+    assert settings.key_endpoint == "https://mine.example/v1"
+
+
+def test_a_key_from_the_editor_is_bound_to_nothing_until_the_user_says_so(
+    tmp_path: Path,
+) -> None:
+    settings, _ = load(tmp_path, {"apiKey": KEY, "baseUrl": "https://models.example/v1"})
+    assert settings.key_endpoint is None
+    assert load(tmp_path)[0].key_endpoint is None  # no key, nothing bound
+
+
+def test_the_env_file_is_not_read_when_it_is_a_fifo(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "env")
+    settings, warnings = load_settings(None, environ={}, env_file=tmp_path / "env")
+    assert settings.api_key is None
+    assert len(warnings) == 1
+    assert "not a regular file" in warnings[0]
+
+
+def test_a_vendor_s_own_key_variable_is_bound_to_that_vendor_s_endpoint(tmp_path: Path) -> None:
+    environ = {"ANTHROPIC_API_KEY": KEY}
+    settings, _ = load(tmp_path, {"provider": "anthropic"}, environ=environ)
+
+    assert settings.sources["apiKey"] == "env:ANTHROPIC_API_KEY"
+    assert settings.key_endpoint == settings.base_url == "https://api.anthropic.com"

@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.editor import server_env
 from tests.fake_model import ScriptedModel
 
@@ -86,3 +88,23 @@ def test_the_api_key_stays_masked_in_json(tmp_path: Path) -> None:
     assert secret not in out
     assert secret not in err
     assert json.loads(out)["config"]["apiKey"]["value"] == "set (from env:LSP_AGENT_API_KEY)"
+
+
+@pytest.mark.parametrize(("hidden", "kind"), [(False, "bwrap"), (True, "landlock")])
+def test_doctor_says_which_wall_is_in_force_and_what_it_does_not_stop(
+    tmp_path: Path, model: ScriptedModel, hidden: bool, kind: str
+) -> None:
+    # Hidden: a machine where the README's install finds no bubblewrap (LSP_AGENT_BWRAP empty).
+    extra = {"LSP_AGENT_BWRAP": ""} if hidden else {}
+    code, out, err = doctor(
+        tmp_path, "--json", LSP_AGENT_BASE_URL=model.base_url, LSP_AGENT_MODEL="test-model", **extra
+    )
+
+    assert code == 0, err
+    checks = by_name(json.loads(out))
+    if not checks["sandbox"]["detail"].startswith(kind):
+        pytest.skip(f"no {kind} wall on this machine: {checks['sandbox']['detail']}")
+    assert checks["sandbox"]["status"] == "ok"
+    assert "reads" in checks["not stopped"]["detail"]
+    if hidden:
+        assert "no private /tmp" in checks["not stopped"]["detail"]

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import resource
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -65,7 +67,67 @@ def test_a_huge_file_is_cut_with_a_note(
     monkeypatch.setattr(instructions, "MAX_CHARS", 10)
     (root / "AGENTS.md").write_text("0123456789abcdef", encoding="utf-8")
     (text,) = [f.text for f in read_instructions(root, home).files]
-    assert text.startswith("0123456789\n[… 6 more characters of ")
+    assert text.startswith("0123456789\n[… the rest of ")
+    assert "longer than 10 characters" in text
+
+
+def test_a_400_mb_agents_md_is_read_only_as_far_as_the_cut(root: Path, home: Path) -> None:
+    # Sparse: 400 MB to read, none of it on disk. Reading it whole would cost 1.2 GB of memory.
+    with (root / "AGENTS.md").open("wb") as handle:
+        handle.write(b"Use tabs.\n")
+        handle.truncate(400 * 1024 * 1024)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+    found = read_instructions(root, home)
+
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kib < 20 * 1024, f"reading AGENTS.md grew the process by {grown_kib} KiB"
+    (text,) = [f.text for f in found.files]
+    assert text.startswith("Use tabs.")
+    assert len(text) < instructions.MAX_CHARS + 300
+    assert "is not included" in text
+
+
+@pytest.mark.parametrize(
+    ("make", "said"),
+    [
+        (lambda root, out: (root / "AGENTS.md").symlink_to(out), "links outside the workspace"),
+        (lambda root, out: (root / "AGENTS.md").symlink_to("/proc/self/environ"),
+         "links outside the workspace"),
+        (lambda root, out: (root / "AGENTS.md").symlink_to("/dev/zero"),
+         "links outside the workspace"),
+        (lambda root, out: os.mkfifo(root / "AGENTS.md"), "a pipe (FIFO)"),
+        (lambda root, out: ((root / "docs").symlink_to(out.parent), (root / "AGENTS.md")
+                            .symlink_to("docs/secret.txt")), "links outside the workspace"),
+    ],
+    ids=["a link to a file outside", "a link to the environ", "a link to /dev/zero", "a FIFO",
+         "a link through a folder link"],
+)  # fmt: skip
+def test_an_agents_md_that_is_not_a_file_of_the_workspace_is_refused_in_one_line(
+    root: Path, home: Path, tmp_path: Path, make: Any, said: str
+) -> None:
+    outside = tmp_path / "outside" / "secret.txt"
+    outside.parent.mkdir()
+    outside.write_text("sk-outside-secret\n")
+    make(root, outside)
+
+    found = read_instructions(root, home)
+
+    assert found.files == ()
+    (refusal,) = found.refusals
+    assert refusal.startswith("AGENTS.md ")
+    assert said in refusal
+    assert refusal.endswith("not read")
+    assert "sk-outside" not in found.prompt_section()
+
+
+def test_a_link_to_another_file_of_the_workspace_is_followed(root: Path, home: Path) -> None:
+    (root / "docs").mkdir()
+    (root / "docs" / "agents.md").write_text("Run the tests.\n")
+    (root / "AGENTS.md").symlink_to("docs/agents.md")
+    found = read_instructions(root, home)
+    assert [f.text for f in found.files] == ["Run the tests.\n"]
+    assert found.refusals == ()
 
 
 def test_an_edit_is_noticed_and_said_to_take_effect_next_session(root: Path, home: Path) -> None:

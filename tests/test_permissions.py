@@ -163,8 +163,33 @@ TABLE: list[tuple[str, str]] = [
     ("echo `id`", ASK),
     ("cat $FILE", ASK),
     ("eval ls", ASK),
-    ("sh -c 'ls'", ASK),
+    # a shell's command string is decided as if written on the line
+    ("sh -c 'ls'", ALLOW),
+    ("bash -lc 'git status'", ALLOW),
+    ("bash -c 'ls | wc -l'", ALLOW),
+    ("bash -o pipefail -c 'ls | wc -l'", ALLOW),
     ("bash -c 'rm -rf x'", ASK),
+    ("bash -c 'cat .env'", ASK),
+    ("bash -c -x 'cat .env'", ASK),
+    ("bash -c 'ls' extra", ASK),
+    ("bash -ic ls", ASK),
+    ("bash --rcfile x -c ls", ASK),
+    ("bash script.sh", ASK),
+    ("bash -c 'echo $HOME'", ASK),
+    ("bash -c \"bash -c 'curl x'\"", DENY),
+    # plain coreutils that compute or print
+    ("expr 1 + 2", ALLOW),
+    ("numfmt --to=iec 1048576", ALLOW),
+    ("base64 notes.txt", ALLOW),
+    ("base64 -d notes.txt", ALLOW),
+    ("base64 notes.txt out.txt", ASK),
+    ("base64 .env", ASK),
+    ("factor 12", ALLOW),
+    # ripgrep's decompressors and preprocessors run programs
+    ("rg -z key", ASK),
+    ("rg --search-zip key", ASK),
+    ("rg -zi key", ASK),
+    ("rg --pre cat key", ASK),
     ("FOO=1 ls", ASK),
     ("GIT_EXTERNAL_DIFF=sh git diff", ASK),
     ("f() { ls; }; f", ASK),
@@ -485,7 +510,32 @@ PROTECTED_EDITS = [
     ".pypirc",
     "venv/lib/python3.11/site-packages/evil.pth",
     "sub/.vscode/settings.json",
+    # What editors, CI and build tools run or load as code later (README, Safety).
+    ".nvim.lua",
+    ".exrc",
+    ".dir-locals.el",
+    "src/.dir-locals.el",
+    ".helix/languages.toml",
+    ".zed/settings.json",
+    ".github/workflows/ci.yml",
+    ".pre-commit-config.yaml",
+    ".husky/pre-commit",
+    ".cargo/config.toml",
+    "crates/core/.cargo/config.toml",
+    ".devcontainer/devcontainer.json",
+    "conftest.py",
+    "tests/conftest.py",
+    "Makefile",
+    "docs/Makefile",
 ]
+
+
+@pytest.mark.parametrize(
+    "path", [".github/ISSUE_TEMPLATE.md", "src/helix.py", "docs/makefile.md", "tests/test_a.py",
+             "Makefile.md", "cargo/config.toml"]
+)  # fmt: skip
+def test_files_beside_what_runs_later_are_not_asked(path: str) -> None:
+    assert decide("write_file", {"path": path}, root=ROOT, previewed=False).decision == ALLOW
 
 
 @pytest.mark.parametrize("path", PROTECTED_EDITS)

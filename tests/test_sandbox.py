@@ -18,6 +18,7 @@ import pytest
 
 from lsp_agent.context.cap import Spills
 from lsp_agent.errors import ToolError
+from lsp_agent.safety import landlock
 from lsp_agent.safety.limits import MAX_PROCESSES, cgroup_parent
 from lsp_agent.safety.protected import guards
 from lsp_agent.safety.sandbox import (
@@ -132,22 +133,42 @@ def test_the_environment_keeps_only_the_allowlist() -> None:
 @needs_bwrap
 def test_the_probe_runs_a_real_sandbox_and_says_so() -> None:
     found = probe()
-    assert found == Availability(found.kind, found.reason)
+    assert found == Availability(found.kind, found.reason, found.uncovered)
     assert found.kind == "bwrap"
+    assert "reads" in found.uncovered
     assert found.sandboxed
     assert "bubblewrap" in found.reason
     assert "no network" in found.reason
     assert probe() is found  # once per process
 
 
-def test_without_bwrap_the_probe_says_none_and_why(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_bwrap_nor_landlock_the_probe_says_none_and_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr(platform, "system", lambda: "Linux")
     monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setattr(landlock, "abi", lambda: 0)
     found = probe.__wrapped__()
     assert found.kind == "none"
     assert not found.sandboxed
     assert "bwrap is not installed" in found.reason
     assert "bubblewrap" in found.reason
+    assert "no Landlock" in found.reason
+
+
+@pytest.mark.skipif(landlock.abi() < 1, reason="this kernel has no Landlock")
+def test_without_bwrap_the_probe_finds_the_landlock_wall_and_says_what_it_leaves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # What the README's install gives on a machine without the bubblewrap package.
+    monkeypatch.setenv("LSP_AGENT_BWRAP", "")
+    found = probe.__wrapped__()
+    assert found.kind == "landlock"
+    assert found.sandboxed
+    assert "names no bwrap" in found.reason
+    assert f"Landlock ABI {landlock.abi()} and seccomp" in found.reason
+    assert "no private /tmp" in found.uncovered
+    assert "own PID namespace" in found.reason or "no PID namespace" in found.uncovered
 
 
 def test_when_bwrap_cannot_make_namespaces_the_probe_says_so(
@@ -161,6 +182,7 @@ def test_when_bwrap_cannot_make_namespaces_the_probe_says_so(
     fake.chmod(0o755)
     monkeypatch.setattr(platform, "system", lambda: "Linux")
     monkeypatch.setattr(shutil, "which", lambda name: str(fake))
+    monkeypatch.setattr(landlock, "abi", lambda: 0)
     found = probe.__wrapped__()
     assert found.kind == "none"
     assert "user namespaces" in found.reason

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -259,3 +261,40 @@ def test_new_messages_are_read_on_their_own_and_a_rewrite_is_read_again(root: Pa
     # The result comes back (the history before the rewrite): read whole again.
     assert locks.relock_from(history) == set()
     assert locks.loaded == {"deploy"}
+
+
+def test_a_skill_that_links_out_of_the_workspace_or_never_ends_is_skipped_in_one_line(
+    root: Path, tmp_path: Path
+) -> None:
+    secret = tmp_path / "outside" / "SKILL.md"
+    secret.parent.mkdir()
+    secret.write_text("---\nname: leak\ndescription: sk-outside-secret\n---\nsk-outside\n")
+    makers: dict[str, Callable[[Path], None]] = {
+        "leak": lambda path: path.symlink_to(secret),
+        "environ": lambda path: path.symlink_to("/proc/self/environ"),
+        "zero": lambda path: path.symlink_to("/dev/zero"),
+        "fifo": lambda path: os.mkfifo(path),
+    }
+    for name, make in makers.items():
+        folder = root / ".agents" / "skills" / name
+        folder.mkdir(parents=True)
+        make(folder / "SKILL.md")
+    (root / ".agents" / "skills" / "linked").symlink_to(secret.parent)
+    problems: list[str] = []
+
+    found = discover(root, on_problem=problems.append)
+
+    assert [s.name for s in found] == ["deploy", "release"]
+    assert len(problems) == 5, problems
+    assert sum("links outside the workspace" in p for p in problems) == 4
+    assert any("a pipe (FIFO)" in p for p in problems)
+    assert not any("sk-outside" in p for p in problems)
+
+
+def test_a_large_skill_is_skipped_without_being_read_whole(root: Path) -> None:
+    path = write_skill(root, "huge", "---\nname: huge\ndescription: x\n---\n")
+    with path.open("r+b") as handle:
+        handle.truncate(400 * 1024 * 1024)
+    problems: list[str] = []
+    assert [s.name for s in discover(root, on_problem=problems.append)] == ["deploy", "release"]
+    assert any("larger than" in p for p in problems)

@@ -5,6 +5,11 @@ they come from (the user's first, so the project's, more specific, come last). T
 never changes during a session (prefix caching), so an edited AGENTS.md takes effect in the next
 session: `changed_note` compares a cheap fingerprint with the one taken at session start and gives
 the line the reminder shows meanwhile.
+
+The workspace's file is the repository's: it is read only as a regular file inside the
+workspace, and at most `MAX_BYTES` of it (`safety.reading`). A link out of the workspace (to a
+key, to `/proc/self/environ`), a FIFO, a device is not read, and the session's `refusals` say
+so in one line for the user ("AGENTS.md links outside the workspace: not read").
 """
 
 from __future__ import annotations
@@ -16,12 +21,17 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from lsp_agent.safety.reading import Read, Refused, read_confined, read_regular
+
 FILE_NAME = "AGENTS.md"
 RECENT_NS = 2_000_000_000
 """A file changed this recently (ns) is read again at the next call rather than judged by its
 stats (timestamps are coarse: 4 ms on Linux, 2 s on FAT)."""
 MAX_CHARS = 32_000
 """Each file is cut to this many characters, with a note: instructions must leave room to work."""
+MAX_BYTES = 4 * MAX_CHARS + 4
+"""What is read of a file at most: `MAX_CHARS` characters of UTF-8 and one more (a 400 MB
+AGENTS.md costs no more memory than this)."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +52,9 @@ class Instructions:
     files: tuple[InstructionFile, ...]
     fingerprint: str
     """Identifies the contents of every source, present or not (see `fingerprint`)."""
+    refusals: tuple[str, ...] = ()
+    """One line per file that was there but not read (a link out, a FIFO, a device), for the
+    user."""
 
     def prompt_section(self) -> str:
         """The system prompt's part: every file in a labelled `<agents_md>` block; "" when none."""
@@ -77,26 +90,33 @@ def sources(root: Path, home: Path | None = None) -> list[tuple[str, Path]]:
 def read_instructions(root: Path, home: Path | None = None) -> Instructions:
     """The AGENTS.md files of the user (`home`, default: the real one) and the workspace."""
     files: list[InstructionFile] = []
+    refusals: list[str] = []
     digest = hashlib.sha256()
     for label, path in sources(root, home):
-        text = _read(path)
-        digest.update(_chunk(label, text))
-        if text is None or not text.strip():
+        found = _read(label, root, path)
+        digest.update(_chunk(label, found))
+        if isinstance(found, Refused):
+            refusals.append(str(found))
             continue
-        if len(text) > MAX_CHARS:
+        if found is None:
+            continue
+        text = found.data.decode("utf-8-sig", errors="replace")
+        if not text.strip():
+            continue
+        if len(text) > MAX_CHARS or found.cut:
             text = (
-                text[:MAX_CHARS]
-                + f"\n[… {len(text) - MAX_CHARS} more characters of {path} not included]"
+                text[:MAX_CHARS] + f"\n[… the rest of {path} is not included: it is longer "
+                f"than {MAX_CHARS:,} characters]"
             )
         files.append(InstructionFile(label, path, text))
-    return Instructions(tuple(files), digest.hexdigest())
+    return Instructions(tuple(files), digest.hexdigest(), tuple(refusals))
 
 
 def fingerprint(root: Path, home: Path | None = None) -> str:
     """A hash of what every AGENTS.md source holds now (a missing file counts as such)."""
     digest = hashlib.sha256()
     for label, path in sources(root, home):
-        digest.update(_chunk(label, _read(path)))
+        digest.update(_chunk(label, _read(label, root, path)))
     return digest.hexdigest()
 
 
@@ -148,21 +168,27 @@ def changed_note(at_start: Instructions, root: Path, home: Path | None = None) -
     )
 
 
-def _chunk(label: str, text: str | None) -> bytes:
-    """One source's contribution to a fingerprint: unambiguous whatever the text holds."""
-    if text is None:
+def _chunk(label: str, found: Read | Refused | None) -> bytes:
+    """One source's contribution to a fingerprint: unambiguous whatever the file holds."""
+    if found is None:
         return label.encode() + b"\x00absent\x00"
-    data = text.encode("utf-8", "surrogatepass")
+    if isinstance(found, Refused):
+        return label.encode() + b"\x00refused\x00" + str(found).encode("utf-8", "replace")
+    data = found.data + (b"\x00cut" if found.cut else b"")
     return label.encode() + b"\x00" + len(data).to_bytes(8, "big") + data
 
 
-def _read(path: Path) -> str | None:
-    """The file's text (a BOM dropped, bad bytes replaced), or None when it cannot be read."""
+def _read(label: str, root: Path, path: Path) -> Read | Refused | None:
+    """What one source holds: what was read of it, why it was not read, or None when there is
+    no such file. The workspace's is confined to the workspace; the user's is theirs to link."""
     try:
-        data = path.read_bytes()
+        if label == "workspace":
+            return read_confined(root, path, MAX_BYTES, name=FILE_NAME)
+        return read_regular(path, MAX_BYTES)
+    except Refused as refused:
+        return refused
     except OSError:
         return None
-    return data.decode("utf-8-sig", errors="replace")
 
 
 def _home() -> Path | None:

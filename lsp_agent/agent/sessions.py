@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lsp_agent.agent.conversation import Selection, Session, TurnResult, cost, used
+from lsp_agent.agent.endpoint import KeyCheckedProvider, KeyGate
 from lsp_agent.agent.history import conversation
 from lsp_agent.agent.instructions import Instructions, fingerprint, read_instructions
 from lsp_agent.agent.prompt import system_prompt
@@ -30,6 +31,8 @@ from lsp_agent.errors import UserError
 from lsp_agent.messages import Usage, estimate_tokens, frozen
 from lsp_agent.model import Provider, make_provider
 from lsp_agent.port import Document, EditorPort, FileChange
+from lsp_agent.safety.endpoints import FILE_NAME as ENDPOINTS_FILE
+from lsp_agent.safety.endpoints import Approvals
 from lsp_agent.safety.sandbox import Sandbox
 from lsp_agent.session.store import SessionStore
 from lsp_agent.session.transcript import Transcript
@@ -81,6 +84,8 @@ class Agent:
         """Sessions loaded in this process, by id."""
         self._provider_factory = provider_factory
         self._provider: Provider | None = None
+        self.key_gate = KeyGate(Approvals(store.state_root / ENDPOINTS_FILE), port)
+        """Where the API key may go: asked once per endpoint it was not set for."""
         self.sandbox = sandbox if sandbox is not None else Sandbox(workspace.root)
         """Where every session's commands run (the probe runs on first use)."""
         self.auto_approve = frozenset(auto_approve)
@@ -106,7 +111,8 @@ class Agent:
     def provider(self) -> Provider:
         """The model endpoint, made on first use from the current settings."""
         if self._provider is None:
-            self._provider = self._provider_factory(self.settings)
+            made = self._provider_factory(self.settings)
+            self._provider = KeyCheckedProvider(made, self.key_gate, self.settings)
         return self._provider
 
     async def update_settings(self, settings: Settings) -> None:
@@ -136,6 +142,8 @@ class Agent:
         transcript = self.store.create()
         self._redact(transcript)
         instructions = read_instructions(self.workspace.root, self.home)
+        for refusal in instructions.refusals:
+            self.port.warn(refusal)
         toolbox = self._toolbox(transcript.session_id)
         listed = prompt_section(list(toolbox.skills.skills.values())) if toolbox.skills else ""
         system = {

@@ -4,7 +4,9 @@ Every git here runs through `lsp_agent/git.py` (a scrubbed environment, options 
 nothing). On top of that: `--no-ext-diff --no-textconv` wherever a diff is made, only plumbing
 diffs, and for `status`, which hashes files through their clean filter, the filter drivers that
 the repository (not the user's global config) defines are emptied, which git reads as "no
-filter".
+filter". Their names are the repository's to choose (`a=b`, quotes, dots, spaces, any script):
+they are read with `git config -z`, and handed back whole through the environment, never
+parsed or joined into a `-c` option.
 """
 
 from __future__ import annotations
@@ -28,37 +30,65 @@ MAX_BLOB_BYTES = 1024 * 1024
 
 
 _COMMIT = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
-_FILTER_KEY = re.compile(r"filter\.(.+)\.(clean|smudge|process)")
+_FILTER_PREFIX = b"filter."
+_DRIVER_KEYS = {b"clean": "", b"smudge": "", b"process": "", b"required": "false"}
+"""What makes a filter driver run something, and the value that makes it run nothing."""
+_USERS = (b"global", b"system")
+"""Scopes that are the user's own (their `~/.gitconfig`), not the repository's."""
 
 
-async def filter_settings(cwd: Path) -> list[str]:
-    """`-c` settings that empty every filter driver the repository itself defines.
+async def filter_settings(cwd: Path) -> list[tuple[str, str]] | None:
+    """Settings (key, value) that neutralise every filter driver the repository itself defines;
+    None when git could not list them (then `git status` must not run).
 
     `git status` runs a file through its clean filter when its stat data changed; an empty
-    command is "no filter" to git. Drivers from the user's global config are theirs and stay,
-    except with a git too old to say where a setting comes from (before 2.26): then all go.
+    command is "no filter" to git. A driver the user's global config defines keeps the user's
+    values, even where the repository redefines some of them; with a git too old to say where a
+    setting comes from (before 2.26), every driver is neutralised.
     """
     pattern = r"^filter\."
-    done = await run(cwd, "config", "-z", "--show-scope", "--name-only", "--get-regexp", pattern)
-    fields = done.out.split(b"\0")
-    keys = [
-        key
-        for scope, key in zip(fields[::2], fields[1::2], strict=False)
-        if scope not in (b"global", b"system")
-    ]
-    if done.code not in (0, 1):  # 1 is "no such setting"; else --show-scope is unknown
-        unscoped = await run(cwd, "config", "-z", "--name-only", "--get-regexp", pattern)
-        keys = unscoped.out.split(b"\0")
-    names: set[str] = set()
-    for key in keys:
-        matched = _FILTER_KEY.fullmatch(key.decode("utf-8", "surrogateescape"))
-        if matched:
-            names.add(matched.group(1))
-    settings: list[str] = []
-    for name in sorted(names):
-        settings += [f"filter.{name}.clean=", f"filter.{name}.smudge="]
-        settings += [f"filter.{name}.process=", f"filter.{name}.required=false"]
+    done = await run(cwd, "config", "-z", "--show-scope", "--get-regexp", pattern)
+    if done.code in (0, 1):  # 1 is "no such setting"
+        entries = _scoped_entries(done.out)
+    else:  # --show-scope is unknown: every driver counts as the repository's
+        unscoped = await run(cwd, "config", "-z", "--get-regexp", pattern)
+        if unscoped.code not in (0, 1):
+            return None
+        entries = [(b"local", key, value) for key, value in _entries(unscoped.out)]
+    users: dict[bytes, str] = {}
+    planted: set[bytes] = set()
+    for scope, key, value in entries:
+        name, _, field = key[len(_FILTER_PREFIX) :].rpartition(b".")
+        if not key.startswith(_FILTER_PREFIX) or not name or field not in _DRIVER_KEYS:
+            continue
+        if scope in _USERS:
+            users[key] = value
+        else:
+            planted.add(name)
+    settings: list[tuple[str, str]] = []
+    for name in sorted(planted):
+        for field, neutral in _DRIVER_KEYS.items():
+            key = _FILTER_PREFIX + name + b"." + field
+            text = key.decode("utf-8", "surrogateescape")
+            settings.append((text, users.get(key, neutral)))
     return settings
+
+
+def _scoped_entries(out: bytes) -> list[tuple[bytes, bytes, str]]:
+    """`(scope, key, value)` of `git config -z --show-scope --get-regexp` output: each entry is
+    `scope NUL key [LF value] NUL`."""
+    fields = out.split(b"\0")
+    return [(scope, *_entry(item)) for scope, item in zip(fields[::2], fields[1::2], strict=False)]
+
+
+def _entries(out: bytes) -> list[tuple[bytes, str]]:
+    """`(key, value)` of `git config -z --get-regexp` output (`key [LF value] NUL`)."""
+    return [_entry(item) for item in out.split(b"\0") if item]
+
+
+def _entry(item: bytes) -> tuple[bytes, str]:
+    key, _, value = item.partition(b"\n")
+    return key, value.decode("utf-8", "surrogateescape")
 
 
 STATUS_ARGS = (

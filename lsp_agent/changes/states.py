@@ -121,10 +121,14 @@ class GitStates:
         """`git status`, of everything or of `paths` only."""
         top = self.repository.top
         filters = await git.filter_settings(top)
+        if filters is None:
+            # Without the list of drivers to neutralise, a status could run one of them.
+            self._log_once("filters", f"lsp-agent: git could not list filter drivers in {top}")
+            return {}
         limit = [] if paths is None else ["--", *sorted(self.prefix + rel for rel in paths)]
         # Preloading the index checks every entry with threads: for a few paths, slower.
         preload = f"core.preloadIndex={'true' if paths is None else 'false'}"
-        done = await run_git(top, "-c", preload, *git.STATUS_ARGS, *limit, extra_config=filters)
+        done = await run_git(top, "-c", preload, *git.STATUS_ARGS, *limit, config=filters)
         if done.code != 0:
             self._log_once("status", f"lsp-agent: git status failed in {self.root}")
             return {}

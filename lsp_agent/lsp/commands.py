@@ -200,6 +200,7 @@ def _register_endpoint(
             "provider": settings.provider,
             "sandbox": sandbox.kind,
             "sandboxReason": sandbox.reason,
+            "sandboxUncovered": sandbox.uncovered,
             "contextWindow": settings.context_window,
             "sessions": listed,
             "edits": combined(figures).to_json(),

@@ -161,6 +161,8 @@ class Connection(Protocol):
 
     def log_message(self, message: str) -> None: ...
 
+    def show_message(self, kind: types.MessageType, message: str) -> None: ...
+
     async def editor_request(self, method: str, params: Any) -> Any: ...
 
     def notify_editor(self, method: str, params: Any) -> None: ...
@@ -313,6 +315,10 @@ class LspPort:
 
     def log(self, message: str) -> None:
         self.server.log_message(message)
+
+    def warn(self, message: str) -> None:
+        self.server.log_message(f"lsp-agent: {message}")
+        self.server.show_message(types.MessageType.Warning, f"lsp-agent: {message}")
 
 
 def _apply_result(result: Any) -> tuple[bool, str | None]:

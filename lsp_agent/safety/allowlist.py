@@ -252,15 +252,46 @@ SPECS: dict[str, Spec] = {
 for _alias in ("sha1sum", "sha224sum", "sha256sum", "sha384sum", "sha512sum", "b2sum"):
     SPECS[_alias] = SPECS["md5sum"]
 SPECS["egrep"] = SPECS["grep"]
+SPECS["expr"] = spec(COMMON, permute=False)
+SPECS["numfmt"] = spec(
+    "-d= -z --debug --delimiter= --field= --format= --from= --from-unit= --grouping "
+    "--header=? --invalid= --padding= --round= --suffix= --to= --to-unit= --unit-separator= "
+    "--zero-terminated " + COMMON,
+    permute=False,
+)
+SPECS["factor"] = spec("-h --exponents " + COMMON)
+SPECS["base64"] = spec("-d -i -w= --decode --ignore-garbage --wrap= " + COMMON)
+SPECS["base32"] = SPECS["base64"]
+SPECS["basenc"] = spec(
+    "-d -i -w= --decode --ignore-garbage --wrap= --base64 --base64url --base32 --base32hex "
+    "--base16 --base2msbf --base2lsbf --z85 " + COMMON
+)
+SPECS["cksum"] = spec(
+    "-a= -l= -z --algorithm= --base64 --length= --raw --tag --untagged --zero --debug "
+    "-c! --check! --ignore-missing! --quiet! --status! --strict! --warn! " + COMMON,
+    refused_why="reads file names from a file, which lsp-agent cannot check",
+)
+SPECS["sum"] = spec("-r -s --sysv " + COMMON)
+SPECS["join"] = spec(
+    "-a= -e= -i -j= -o= -t= -v= -1= -2= -z --check-order --nocheck-order --header "
+    "--ignore-case --zero-terminated " + COMMON
+)
+SPECS["fmt"] = spec(
+    "-c -p= -s -t -u -w= -g= --crown-margin --prefix= --split-only --tagged-paragraph "
+    "--uniform-spacing --width= --goal= " + COMMON,
+    numbers=True,
+)
 SPECS["fgrep"] = SPECS["grep"]
 
 # Programs whose positional arguments are never files they read.
 _TEXT_ONLY = frozenset(
     {"echo", "printf", "true", "false", ":", "sleep", "seq", "uname", "id", "whoami", "printenv",
-     "nproc", "hostname", "basename", "dirname", "tr", "test", "[", "type", "which", "pwd"}
+     "nproc", "hostname", "basename", "dirname", "tr", "test", "[", "type", "which", "pwd",
+     "expr", "numfmt", "factor"}
 )  # fmt: skip
 # Programs that take at most this many files (a second one would be an output).
-_MAX_FILES = {"uniq": 1, "xxd": 1, "hostname": 0, "pwd": 0, "whoami": 0, "nproc": 0}
+_MAX_FILES = {"uniq": 1, "xxd": 1, "hostname": 0, "pwd": 0, "whoami": 0, "nproc": 0,
+              "base64": 1, "base32": 1, "basenc": 1}  # fmt: skip
 # Programs that only tell what they know about files (names, sizes, counts): allowed as the
 # command `xargs` runs with names it reads from its input.
 _RESPONSE_FILES = frozenset({"strings"})
@@ -402,4 +433,7 @@ _CUSTOM: dict[str, Callable[[str, list[str], Places, Situation], str]] = {
     "which": readers.which,
     "type": readers.echo,
     "git": readers.git,
+    "bash": readers.shell,
+    "sh": readers.shell,
+    "dash": readers.shell,
 }

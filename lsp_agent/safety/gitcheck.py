@@ -1,7 +1,7 @@
 """`git`, judged: the read-only subcommands, their options, and where their output comes from.
 
-Allowed unasked: status, diff, log, show, blame, grep, ls-files, ls-tree, rev-parse, branch and
-tag (listing), describe, shortlog, reflog, stash list/show, merge-base, show-ref,
+Allowed unasked: status, diff, log, show, blame, grep, ls-files, ls-tree, rev-parse, rev-list,
+branch and tag (listing), describe, shortlog, reflog, stash list/show, merge-base, show-ref,
 for-each-ref, name-rev, count-objects, worktree list, version — each with its known options
 only. Refused outright: `-c`, `--git-dir`, `--work-tree`, `--exec-path`, `--output`,
 `--ext-diff`, `--no-index`, `--untracked` and the like. git must run in the workspace's own
@@ -79,9 +79,9 @@ _OK = " -h --help"
 
 
 def _git_spec(notation: str, **kwargs: object) -> Spec:
-    """git's own option parser: no abbreviations accepted here, no joined short options."""
+    """git's own option parser: no abbreviations accepted here; short options joined
+    (`status -sb`, `shortlog -sn`) as git's parse-options takes them."""
     kwargs.setdefault("abbreviations", False)
-    kwargs.setdefault("clusters", False)
     return spec(notation + _OK, **kwargs)
 
 
@@ -98,6 +98,11 @@ SUBCOMMANDS: dict[str, Spec] = {
     "log": _git_spec(_DIFF + _REVISIONS, numbers=True),
     "show": _git_spec(_DIFF + _REVISIONS, numbers=True),
     "reflog": _git_spec(_DIFF + _REVISIONS, numbers=True),
+    "rev-list": _git_spec(
+        _REVISIONS + " --count --objects --objects-edge --no-object-names --timestamp "
+        "--header --quiet --max-age= --min-age=",
+        numbers=True,
+    ),
     "shortlog": _git_spec(
         _REVISIONS + " -n --numbered -s --summary -e --email -c --committer --format=? "
         "--group= -w=?",

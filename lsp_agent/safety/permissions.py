@@ -32,6 +32,7 @@ from typing import Any, Literal, cast
 from lsp_agent.safety import allowlist, paths, shellwords, symlinks
 from lsp_agent.safety.paths import Ask, Places, Situation
 from lsp_agent.safety.protected import Scanner, edit_protection
+from lsp_agent.safety.readers import shell_command_string
 
 Decision = Literal["allow", "ask", "deny"]
 ALLOW: Decision = "allow"
@@ -351,10 +352,9 @@ def _scripts_run_by(name: str, command: shellwords.Command, words: tuple[str, ..
     the text fed to its input, `eval`'s words, the command a wrapper runs."""
     scripts: list[str] = []
     if name in _SHELLS:
-        if "-c" in words[1:]:
-            index = words.index("-c", 1)
-            if index + 1 < len(words):
-                scripts.append(words[index + 1])
+        script, _ = shell_command_string(words[1:])
+        if script is not None:
+            scripts.append(script)
         for redirect in command.redirects:
             text = _fed_text(redirect)
             if text is not None:

@@ -29,6 +29,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lsp_agent.safety.reading import CONFIG_BYTES, Refused, read_regular, read_small
+
 PROTECTED_DIRS = (".git", ".vscode", ".idea", ".venv", "venv")
 """Folders of the workspace root no command may write: git's hooks and config, editor tasks and
 launch configurations, and the virtualenvs an editor starts on its own (a `.pth` file in one runs
@@ -58,6 +60,44 @@ PROTECTED_FILES = (
 """Files of the workspace root that something runs or trusts later (shells, git, direnv, npm,
 yarn, pip): read-only inside."""
 
+RUN_LATER_AT_ROOT = (
+    ".nvim.lua",
+    ".nvimrc",
+    ".exrc",
+    ".lazy.lua",
+    ".helix/",
+    ".zed/",
+    ".github/workflows/",
+    ".github/actions/",
+    ".gitlab-ci.yml",
+    ".circleci/",
+    ".pre-commit-config.yaml",
+    ".husky/",
+    "lefthook.yml",
+    ".lefthook.yml",
+    ".devcontainer/",
+    ".devcontainer.json",
+    "mise.toml",
+    ".mise.toml",
+)
+"""Paths at the workspace root that an editor, a shell hook, CI or a git hook manager runs or
+loads as code later (a name ending in `/` is a folder, with everything in it): edits of them
+are asked when no preview shows them (mode `auto`, `--yes`), like `.vscode/`."""
+RUN_LATER_ANYWHERE = (
+    ".dir-locals.el",
+    ".dir-locals-2.el",
+    "conftest.py",
+    "Makefile",
+    "makefile",
+    "GNUmakefile",
+    ".cargo/",
+    "sitecustomize.py",
+    "usercustomize.py",
+)
+"""Names that run as code at any depth of the workspace (Emacs reads `.dir-locals.el` of every
+parent folder, pytest every `conftest.py`, make any `Makefile` it is pointed at, cargo every
+`.cargo/config.toml` above the folder it builds, Python a `sitecustomize.py` on its path)."""
+
 SECRET_NAMES = frozenset(
     {".git", ".netrc", ".npmrc", ".pypirc", ".git-credentials", ".yarnrc.yml", ".docker",
      ".aws", ".ssh", ".gnupg", ".kube", ".pgpass"}
@@ -75,6 +115,8 @@ SKIPPED_FOLDERS = frozenset({"node_modules"})
 """Folders the search for nested repositories and virtualenvs does not enter (package managers
 strip `.git` from what they install there; editors do not look there either)."""
 
+MAX_INDEX_BYTES = 1024 * 1024 * 1024
+"""A git index larger than this is not read for gitlinks (a 200,000-file index is ~30 MB)."""
 MAX_FOLDERS = 200_000
 """Folders a workspace walk visits at most; past it the walk says it is incomplete."""
 
@@ -120,6 +162,9 @@ def edit_protection(root: Path, path: Path) -> str | None:
             return f"{part}/ is protected (something runs what it holds later)"
     if parts and parts[-1].casefold() in files:
         return f"{parts[-1]} is protected (something runs or trusts it later)"
+    later = _runs_later(parts)
+    if later is not None:
+        return f"{later} is run or loaded as code later (by an editor, CI or a build tool)"
     for parent in path.parents:
         if parent == root or not parent.is_relative_to(root):
             break
@@ -128,6 +173,25 @@ def edit_protection(root: Path, path: Path) -> str | None:
     for guarded in git_config_paths(root):
         if path == guarded or path.is_relative_to(guarded):
             return f"{guarded.relative_to(root)} is run by git (core.hooksPath or include.path)"
+    return None
+
+
+def _runs_later(parts: tuple[str, ...]) -> str | None:
+    """The `RUN_LATER_*` entry the path `parts` (relative to the root) falls under, or None
+    (case-insensitive, as on macOS and Windows)."""
+    folded = tuple(part.casefold() for part in parts)
+    relative = "/".join(folded)
+    for entry in RUN_LATER_AT_ROOT:
+        key = entry.casefold()
+        if (key.endswith("/") and relative.startswith(key)) or relative == key:
+            return entry
+    for index, part in enumerate(folded):
+        for entry in RUN_LATER_ANYWHERE:
+            key = entry.casefold()
+            if key.endswith("/") and part == key[:-1] and index < len(parts) - 1:
+                return entry
+            if part == key and index == len(parts) - 1:
+                return entry
     return None
 
 
@@ -338,12 +402,21 @@ def _is_venv(path: Path) -> bool:
 
 
 def whitelists(path: Path) -> bool:
-    """Whether the ignore file at `path` has a `!` line (which can make hidden files searched)."""
-    with contextlib.suppress(OSError, UnicodeDecodeError):
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.lstrip().startswith("!"):
-                return True
-    return False
+    """Whether the ignore file at `path` has a `!` line (which can make hidden files searched);
+    True too when it cannot be read as a plain file (a FIFO, a device, too large), which
+    ripgrep might still read."""
+    try:
+        found = read_regular(path, CONFIG_BYTES)
+    except FileNotFoundError:
+        return False
+    except (OSError, Refused):
+        return True
+    if found.cut:
+        return True
+    return any(
+        line.lstrip().startswith("!")
+        for line in found.data.decode("utf-8", errors="replace").splitlines()
+    )
 
 
 # Git facts read from files (no git process): where the git folder is, what the config says.
@@ -363,10 +436,11 @@ def git_dir(root: Path) -> tuple[Path, Path] | None:
 
 def gitfile_target(dot_git: Path) -> Path | None:
     """The git folder a `.git` file points to (`gitdir: …`), resolved."""
-    try:
-        first = dot_git.read_text(encoding="utf-8", errors="replace").splitlines()[0]
-    except (OSError, IndexError):
+    data = read_small(dot_git, 4096)
+    lines = data.decode("utf-8", errors="replace").splitlines() if data is not None else []
+    if not lines:
         return None
+    first = lines[0]
     if not first.startswith("gitdir:"):
         return None
     try:
@@ -377,9 +451,11 @@ def gitfile_target(dot_git: Path) -> Path | None:
 
 def common_dir(git_folder: Path) -> Path:
     """The folder holding a worktree's shared config and refs (the git folder itself else)."""
-    with contextlib.suppress(OSError, IndexError):
-        line = (git_folder / "commondir").read_text(encoding="utf-8").splitlines()[0].strip()
-        return (git_folder / line).resolve()
+    data = read_small(git_folder / "commondir", 4096)
+    lines = data.decode("utf-8", errors="replace").splitlines() if data is not None else []
+    if lines and lines[0].strip():
+        with contextlib.suppress(OSError, RuntimeError):
+            return (git_folder / lines[0].strip()).resolve()
     return git_folder
 
 
@@ -391,10 +467,10 @@ def config_values(path: Path, wanted: set[tuple[str, str]]) -> list[tuple[str, s
     """`(section, key, value)` of a git config file for the wanted `(section, key)` pairs
     (lower case; a subsection such as `includeIf "…"` counts as its section)."""
     found: list[tuple[str, str, str]] = []
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+    data = read_small(path, CONFIG_BYTES)
+    if data is None:
         return found
+    text = data.decode("utf-8", errors="replace")
     section = ""
     for line in text.splitlines():
         match = _SECTION.match(line)
@@ -497,9 +573,8 @@ def _hash_size(folder: Path) -> int:
 
 def _index_gitlinks(index: Path, hash_size: int) -> list[str]:
     """Paths of the gitlink entries (mode 160000) of a git index file (versions 2 to 4)."""
-    try:
-        data = index.read_bytes()
-    except OSError:
+    data = read_small(index, MAX_INDEX_BYTES)
+    if data is None:
         return []
     if len(data) < 12 or data[:4] != b"DIRC":
         return []

@@ -7,8 +7,10 @@ or raises `Ask`.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from lsp_agent.safety import options as opt
@@ -24,6 +26,7 @@ from lsp_agent.safety.paths import (
     whitelisted,
 )
 from lsp_agent.safety.protected import ScannedFolder
+from lsp_agent.safety.reading import CONFIG_BYTES, Refused, read_regular
 
 
 def grep(name: str, parsed: Parsed, places: Places, situation: Situation) -> str:
@@ -57,7 +60,7 @@ def grep(name: str, parsed: Parsed, places: Places, situation: Situation) -> str
 
 
 _RG = spec(
-    "-e=:pattern -f@:pattern -i -s -S -F -x -w -v -c -l -n -N -o -q -b -H -I -p -0 -z -a -U "
+    "-e=:pattern -f@:pattern -i -s -S -F -x -w -v -c -l -n -N -o -q -b -H -I -p -0 -z! -a -U "
     "-A= -B= -C= -m= -M= -j= -E= -r= -d= -t=:type -T= -g=:glob -L:follow -u:hidden -.:hidden "
     "--regexp=:pattern --file@:pattern --ignore-case --case-sensitive --smart-case "
     "--fixed-strings --line-regexp --word-regexp --invert-match --count --count-matches "
@@ -76,12 +79,12 @@ _RG = spec(
     "--passthru --include-zero --no-unicode --pcre2 --engine= --auto-hybrid-regex "
     "--field-context-separator= --field-match-separator= --context-separator= "
     "--no-context-separator --path-separator= --dfa-size-limit= --regex-size-limit= "
-    "--binary --no-binary --ignore-file-case-insensitive --search-zip "
+    "--binary --no-binary --ignore-file-case-insensitive --search-zip! "
     "--pre! --pre-glob! --type-add! --type-clear! --hostname-bin! --hyperlink-format= "
     "--mmap --no-mmap --no-ignore-messages --no-pcre2-unicode --generate= "
     "--sort-files " + COMMON,
     abbreviations=False,
-    refused_why="runs programs or changes what ripgrep searches",
+    refused_why="runs programs (decompressors, preprocessors) or changes what ripgrep searches",
 )
 
 
@@ -388,9 +391,8 @@ def _pytest_config_options(places: Places) -> None:
     if not places.scanner.walk(places.root, visit):
         raise Ask("pytest may take options from the project's configuration, too many to check")
     for config in configs:
-        try:
-            text = config.read_text(encoding="utf-8", errors="replace")
-        except OSError:
+        text = _config_text(config, "pytest")
+        if text is None:
             continue
         for match in _ADDOPTS.finditer(text):
             value = match.group(1)
@@ -479,15 +481,33 @@ def _ruff_config_fixes(places: Places) -> None:
     if not places.scanner.walk(places.root, visit):
         raise Ask("ruff check may fix files as its configuration says: add --no-fix")
     for config in configs:
-        try:
-            text = config.read_text(encoding="utf-8", errors="replace")
-        except OSError:
+        text = _config_text(config, "ruff check")
+        if text is None:
             continue
         if _RUFF_FIX.search(text):
             raise Ask(
                 f"ruff check may fix files ({config.name} sets fix or extends another "
                 "configuration): add --no-fix"
             )
+
+
+def _config_text(config: Path, program: str) -> str | None:
+    """The text of a configuration file `program` may read; None when there is none. Raises
+    `Ask` when it is there but not a plain file lsp-agent can read whole (a FIFO, a device,
+    larger than any real configuration): the program would read what lsp-agent could not."""
+    try:
+        found = read_regular(config, CONFIG_BYTES)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as error:
+        if error.errno in (errno.ENOENT, errno.ENOTDIR):
+            return None
+        raise Ask(f"{program} reads {config.name}, which lsp-agent cannot read") from None
+    except Refused as refused:
+        raise Ask(f"{program} reads {refused}") from None
+    if found.cut:
+        raise Ask(f"{program} reads {config.name}, larger than lsp-agent reads of a configuration")
+    return found.data.decode("utf-8", errors="replace")
 
 
 def printf(name: str, args: list[str], places: Places, situation: Situation) -> str:
@@ -522,6 +542,62 @@ def which(name: str, args: list[str], places: Places, situation: Situation) -> s
     if all(not arg.startswith("-") or arg in ("-a", "-s") for arg in args):
         return "tells where a command is"
     raise Ask(f"{name} {args[0]} is not an option lsp-agent knows")
+
+
+_SHELL_FLAGS = frozenset("celuvx")
+"""Single-letter options of `bash`/`sh` that change nothing a command could use: `-c` (run the
+string), `-l` (a login shell: the user's own profile), `-e`, `-u`, `-v`, `-x`."""
+_SHELL_LONG = frozenset({"--login", "--noprofile", "--norc", "--posix", "--noediting"})
+_SHELL_SET = frozenset({"pipefail", "errexit", "nounset", "xtrace", "verbose", "posix"})
+"""Values of `-o`/`+o` that change nothing a command could use."""
+_SHELL_VALUED = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
+
+
+def shell_command_string(args: Sequence[str]) -> tuple[str | None, bool]:
+    """What `bash ARGS` (or `sh`) runs as a command line: the string `-c` names, alone or in a
+    cluster (`-lc`, `-ec`); None for a script file or standard input. And whether the call is
+    plain: only options known to change nothing, and no words after the string (which would
+    become `$0`, `$1`…)."""
+    plain = True
+    run_string = False
+    rest = list(args)
+    while rest:
+        word = rest.pop(0)
+        if word == "--":
+            break
+        if word in ("-", "+") or not word.startswith(("-", "+")):
+            rest.insert(0, word)
+            break
+        if word in _SHELL_VALUED:
+            value = rest.pop(0) if rest else ""
+            plain = plain and word in ("-o", "+o") and value in _SHELL_SET
+            continue
+        if word.startswith("--"):
+            plain = plain and word in _SHELL_LONG
+            continue
+        letters = word[1:]
+        run_string = run_string or "c" in letters
+        if "o" in letters or "O" in letters:
+            rest.pop(0) if rest else None
+            plain = False
+        plain = plain and word[0] == "-" and set(letters) <= _SHELL_FLAGS
+    if not run_string or not rest:
+        return None, False
+    return rest[0], plain and len(rest) == 1
+
+
+def shell(name: str, args: list[str], places: Places, situation: Situation) -> str:
+    """`bash -c STRING`, `sh -c`, `bash -lc`: the string's commands are decided on their own
+    (`permissions`), as if they were written on the line; the shell itself adds nothing."""
+    script, plain = shell_command_string(args)
+    if script is None:
+        raise Ask(f"{name} runs a script file or commands it reads, which cannot be checked")
+    if not plain:
+        raise Ask(
+            f"{name} with these options or arguments may run other code (an rc file, "
+            "positional parameters)"
+        )
+    return "runs its command string, decided on its own"
 
 
 def git(name: str, args: list[str], places: Places, situation: Situation) -> str:

@@ -1,4 +1,5 @@
-"""The kernel wall: every command runs in bubblewrap (Linux) or seatbelt (macOS).
+"""The kernel wall: every command runs in bubblewrap or under Landlock (Linux), or in seatbelt
+(macOS).
 
 Inside, the whole filesystem is read-only; the workspace is writable except the paths that run
 code later (`safety.protected`: `.git`, rc files, editor folders, virtualenvs, nested
@@ -18,6 +19,15 @@ if it is still empty (commands see these empty folders; git does not list empty 
 protected path below the root could be moved away with its parent folder: every folder between
 the root and it is bound onto itself, which makes it a mount point that cannot be renamed.
 Seatbelt rules match paths, so it needs no such thing.
+
+Where bubblewrap is not installed (or cannot make namespaces: no unprivileged user namespaces,
+AppArmor's restriction on them), Linux ≥ 5.13 still has a wall: Landlock and the same seccomp
+filter, applied by the command's first process to itself (`safety.landlock`). It needs no
+package and no namespace; what it does not cover is said by `Availability.uncovered`.
+`LSP_AGENT_BWRAP` names the bwrap to use; set it empty to use Landlock where bwrap is installed.
+
+Every command also gets the limits of `safety.limits` (processes, memory, file size, disk), and
+`Launch.limits` says afterwards which one stopped it.
 
 `probe()` runs a real sandboxed `true` once per process and says which wall is in effect, and
 why not when it is none.
@@ -42,12 +52,12 @@ from pathlib import Path
 from typing import Literal
 
 from lsp_agent.errors import ToolError
-from lsp_agent.safety import limits
+from lsp_agent.safety import landlock, limits
 from lsp_agent.safety.gitcheck import RepositoryFacts
 from lsp_agent.safety.protected import PROTECTED_DIRS, PROTECTED_FILES, Guard, Scanner, guards
-from lsp_agent.safety.seccomp import seccomp_fd
+from lsp_agent.safety.seccomp import seccomp_fd, seccomp_filter
 
-Kind = Literal["bwrap", "seatbelt", "none"]
+Kind = Literal["bwrap", "landlock", "seatbelt", "none"]
 
 __all__ = ["PROTECTED_DIRS", "PROTECTED_FILES"]
 
@@ -76,6 +86,29 @@ ENV_ALLOWLIST = (
 dropped."""
 
 PROBE_TIMEOUT_S = 15.0
+BWRAP_ENV = "LSP_AGENT_BWRAP"
+"""Names the bwrap to use; empty: use none (the Landlock wall, where the kernel has it)."""
+DEFAULT_BUDGET = limits.Budget(memory_mb=4096, file_mb=1024, disk_mb=2048)
+"""The limits of a command when the caller names none (the settings' defaults are these but
+for the memory, which depends on the machine)."""
+
+BWRAP_UNCOVERED = (
+    "reads: a command reads whatever you can read (asked when it reads outside the workspace "
+    "or a secret); writes inside the workspace by commands you allow skip the preview; files "
+    "outside the protected list that other programs run later (a Makefile, tests) can be "
+    "changed by such commands"
+)
+LANDLOCK_UNCOVERED = (
+    BWRAP_UNCOVERED + "; and, without bubblewrap: no private /tmp (a private temporary folder "
+    "is given as TMPDIR, /tmp itself is read-only), no new file or folder at the workspace root "
+    "or in a folder that holds a protected path (existing files there can be changed), no "
+    "loopback inside the sandbox, no chmod"
+)
+NO_PID_NAMESPACE = (
+    "; no PID namespace could be made here (neither root nor unprivileged user namespaces): "
+    "a command sees your other processes (though it cannot read their memory or "
+    "environment), and a process it starts in a session of its own (setsid) can outlive it"
+)
 
 _SEATBELT = "/usr/bin/sandbox-exec"
 
@@ -86,6 +119,8 @@ class Availability:
 
     kind: Kind
     reason: str
+    uncovered: str = ""
+    """What this wall does not stop, in one sentence (for doctor and status)."""
 
     @property
     def sandboxed(self) -> bool:
@@ -231,7 +266,9 @@ class Launch:
     argv: list[str]
     pass_fds: tuple[int, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
-    """Variables to set on top of `command_env()` (seatbelt's private temp folder)."""
+    """Variables to set on top of `command_env()` (a private temporary folder)."""
+    enforcer: limits.Enforcer | None = None
+    """The command's resource limits: watch them while it runs, then ask which stopped it."""
 
 
 class Sandbox:
@@ -249,7 +286,7 @@ class Sandbox:
         """Commands of this process inside the sandbox right now."""
         self._placeholders: list[Path] = []
         """Empty folders made as mount points, removed (deepest first) when no command runs."""
-        self._stale_cgroups: list[limits.PidsCgroup] = []
+        self._stale_cgroups: list[limits.CommandCgroup] = []
         """Cgroups of ended commands whose last processes were still exiting: removed later."""
         self._lock = threading.Lock()
         """Guards the two above: commands are prepared in worker threads."""
@@ -262,12 +299,16 @@ class Sandbox:
         return self._availability
 
     @contextlib.asynccontextmanager
-    async def running(self, argv: Sequence[str], *, spill_dir: Path) -> AsyncIterator[Launch]:
+    async def running(
+        self, argv: Sequence[str], *, spill_dir: Path, budget: limits.Budget = DEFAULT_BUDGET
+    ) -> AsyncIterator[Launch]:
         """`command()` with its preparation and clean-up (a walk of the workspace, placeholders,
         a cgroup) in a worker thread, off the event loop."""
         stack = contextlib.ExitStack()
         preparing = asyncio.ensure_future(
-            asyncio.to_thread(lambda: stack.enter_context(self.command(argv, spill_dir=spill_dir)))
+            asyncio.to_thread(
+                lambda: stack.enter_context(self.command(argv, spill_dir=spill_dir, budget=budget))
+            )
         )
         try:
             launch = await asyncio.shield(preparing)
@@ -284,8 +325,10 @@ class Sandbox:
             await asyncio.to_thread(stack.close)
 
     @contextlib.contextmanager
-    def command(self, argv: Sequence[str], *, spill_dir: Path) -> Iterator[Launch]:
-        """How to run `argv` in the sandbox, valid until the context ends.
+    def command(
+        self, argv: Sequence[str], *, spill_dir: Path, budget: limits.Budget = DEFAULT_BUDGET
+    ) -> Iterator[Launch]:
+        """How to run `argv` in the sandbox, within `budget`, valid until the context ends.
 
         Raises `ToolError` when the workspace cannot be protected (a protected path is a
         symlink: a command could replace the link itself). With no sandbox, `argv` unchanged.
@@ -293,6 +336,10 @@ class Sandbox:
         kind = self.availability.kind
         if kind == "none":
             yield Launch(list(argv))
+            return
+        if kind == "landlock":
+            with self._landlocked(argv, budget) as launch:
+                yield launch
             return
         if kind == "seatbelt":
             with tempfile.TemporaryDirectory(prefix="lsp-agent-tmp-") as tmp:
@@ -303,7 +350,7 @@ class Sandbox:
             return
         with self._lock:
             self._running += 1
-        cgroup: limits.PidsCgroup | None = None
+        cgroup: limits.CommandCgroup | None = None
         try:
             read_only, pinned = self._protected_paths()
             args = bwrap_args(
@@ -315,14 +362,26 @@ class Sandbox:
                 pinned=pinned,
                 sized=_bwrap_sizes(),
             )
-            cgroup = limits.PidsCgroup.make() if limits.exempt() else None
+            cgroup = limits.CommandCgroup.make(budget.memory_mb) if limits.exempt() else None
+            per_process = cgroup is None or cgroup.memory is None
+            enforcer = limits.Enforcer(
+                budget,
+                limits.DiskWatch([self.root], budget.disk_mb),
+                cgroup,
+                limits.Stopped(address_space=per_process),
+            )
             with seccomp_fd() as fd:
                 seccomp = ["--seccomp", str(fd)] if fd is not None else []
-                inner = [*limits.limit_prefix(shell()), *argv]
-                outer = [_bwrap(), *args, *seccomp, *inner]
+                prefix = limits.limit_prefix(
+                    shell(),
+                    file_mb=budget.file_mb,
+                    memory_mb=budget.memory_mb if per_process else None,
+                )
+                outer = [_bwrap() or "bwrap", *args, *seccomp, *prefix, *argv]
                 yield Launch(
                     cgroup.wrap(outer) if cgroup is not None else outer,
                     (fd,) if fd is not None else (),
+                    enforcer=enforcer,
                 )
         finally:
             with self._lock:
@@ -333,6 +392,52 @@ class Sandbox:
                 self._running -= 1
                 if self._running == 0:
                     self._remove_placeholders()
+
+    @contextlib.contextmanager
+    def _landlocked(self, argv: Sequence[str], budget: limits.Budget) -> Iterator[Launch]:
+        """How to run `argv` under Landlock: a private temporary folder, the workspace granted
+        entry by entry around its protected paths, the limits, the launcher."""
+        protected = [guard.path for guard in guards(self.root, self.scanner)]
+        writable, files = landlock.grants(self.root, protected)
+        cgroup = limits.CommandCgroup.make(budget.memory_mb) if limits.exempt() else None
+        per_process = cgroup is None or cgroup.memory is None
+        with tempfile.TemporaryDirectory(prefix="lsp-agent-tmp-") as tmp:
+            private = str(Path(tmp).resolve())
+            program = seccomp_filter(platform.machine(), landlock=True)
+            policy = landlock.Policy(
+                writable=[private, *writable],
+                files=[*files, *(d for d in landlock.DEVICES if os.path.exists(d))],
+                file_bytes=budget.file_mb * 1024 * 1024,
+                address_space=budget.memory_mb * 1024 * 1024 if per_process else None,
+                # Without a user namespace RLIMIT_NPROC counts every process of the user.
+                processes=None
+                if limits.exempt()
+                else limits.user_tasks(os.getuid()) + limits.MAX_PROCESSES,
+                namespace_processes=None if limits.exempt() else limits.MAX_PROCESSES,
+                seccomp=program.hex() if program is not None else None,
+            )
+            enforcer = limits.Enforcer(
+                budget,
+                limits.DiskWatch([self.root, Path(private)], budget.disk_mb),
+                cgroup,
+                limits.Stopped(address_space=per_process),
+            )
+            fd = os.memfd_create("lsp-agent-policy", 0)  # inherited by the launcher
+            try:
+                os.write(fd, policy.encode())
+                os.lseek(fd, 0, os.SEEK_SET)
+                outer = landlock.launcher(fd, argv)
+                yield Launch(
+                    cgroup.wrap(outer) if cgroup is not None else outer,
+                    (fd,),
+                    env={"TMPDIR": private},
+                    enforcer=enforcer,
+                )
+            finally:
+                os.close(fd)
+                if cgroup is not None and not cgroup.remove():
+                    with self._lock:
+                        self._stale_cgroups.append(cgroup)
 
     def _protected_paths(self) -> tuple[list[Path], list[Path]]:
         """The protected paths to mount read-only (placeholders made for missing ones), and the
@@ -420,7 +525,8 @@ class Sandbox:
 
 @functools.cache
 def probe() -> Availability:
-    """Which sandbox works on this machine, found by running a real sandboxed `true`.
+    """Which sandbox works on this machine, found by running a real sandboxed `true`: bwrap
+    first, then Landlock; on macOS seatbelt.
 
     Cached for the life of the process: the answer does not change while it runs.
     """
@@ -429,12 +535,22 @@ def probe() -> Availability:
         return _probe_seatbelt()
     if system != "Linux":
         return Availability("none", f"no sandbox for {system}: commands run unsandboxed")
-    bwrap = shutil.which("bwrap")
+    bwrap = _bwrap()
     if bwrap is None:
-        return Availability(
-            "none",
-            "bwrap is not installed (install the bubblewrap package): commands run unsandboxed",
+        why = (
+            f"{BWRAP_ENV} names no bwrap"
+            if os.environ.get(BWRAP_ENV) is not None
+            else "bwrap is not installed (install the bubblewrap package)"
         )
+        return _probe_landlock(why)
+    found = _probe_bwrap(bwrap)
+    return found if found.sandboxed else _probe_landlock(found.reason.removesuffix(UNSANDBOXED))
+
+
+UNSANDBOXED = ": commands run unsandboxed"
+
+
+def _probe_bwrap(bwrap: str) -> Availability:
     # The same mounts as a real command, over a folder that exists already (nothing to clean up
     # if the process is stopped meanwhile).
     root = Path(tempfile.gettempdir()).resolve()
@@ -445,7 +561,7 @@ def probe() -> Availability:
         argv = [bwrap, *args, *seccomp, *limit, "/bin/sh", "-c", "exit 0"]
         result = _run_probe(argv, (fd,) if fd is not None else ())
     if isinstance(result, str):
-        return Availability("none", f"bwrap could not start ({result}): commands run unsandboxed")
+        return Availability("none", f"bwrap could not start ({result}){UNSANDBOXED}")
     if result.returncode != 0:
         detail = _first_line(result.stderr) or f"exit code {result.returncode}"
         hint = ""
@@ -455,20 +571,71 @@ def probe() -> Availability:
                 " or AppArmor's apparmor_restrict_unprivileged_userns)"
             )
         return Availability(
-            "none", f"bwrap cannot make a sandbox here: {detail}{hint}; commands run unsandboxed"
+            "none", f"bwrap cannot make a sandbox here: {detail}{hint}{UNSANDBOXED}"
         )
     version = _first_line(_run_text([bwrap, "--version"])) or "bwrap"
-    if not limits.exempt():
-        processes = f"at most {limits.MAX_PROCESSES} processes"
-    elif limits.cgroup_parent() is not None:
-        processes = f"at most {limits.MAX_PROCESSES} processes (a pids cgroup: running as root)"
-    else:
-        processes = "NO process limit (running as root, and no pids cgroup can be made here)"
     return Availability(
         "bwrap",
         f"{version}: read-only filesystem, writable workspace (protected paths read-only), "
-        f"no network, private /tmp, own PID namespace, {processes}",
+        f"no network, private /tmp, own PID namespace, {_processes()}, {_memory()}",
+        BWRAP_UNCOVERED,
     )
+
+
+@functools.cache
+def probe_landlock(why_not_bwrap: str = "") -> Availability:
+    """The Landlock wall, found by running a real confined `true` (cached); `why_not_bwrap`
+    says why bubblewrap is not the wall (empty: it was not asked)."""
+    return _probe_landlock(why_not_bwrap)
+
+
+def _probe_landlock(why_not_bwrap: str) -> Availability:
+    version = landlock.abi()
+    prefix = f"{why_not_bwrap}; " if why_not_bwrap else ""
+    if version < 1:
+        return Availability(
+            "none",
+            f"{prefix}and this kernel has no Landlock (Linux 5.13 or later, with landlock "
+            f"among its security modules){UNSANDBOXED}",
+        )
+    with tempfile.TemporaryDirectory(prefix="lsp-agent-probe-") as tmp:
+        box = Sandbox(Path(tmp), Availability("landlock", "probe"))
+        with box.command(["/bin/sh", "-c", "echo $$"], spill_dir=Path(tmp)) as launch:
+            result = _run_probe(launch.argv, launch.pass_fds)
+    if isinstance(result, str) or result.returncode != 0:
+        detail = result if isinstance(result, str) else _first_line(result.stderr)
+        return Availability("none", f"{prefix}and Landlock could not start ({detail}){UNSANDBOXED}")
+    own_pids = result.stdout.strip() == "1"  # the command is the first of its PID namespace
+    network = (
+        "no TCP connection or bind, no internet socket"
+        if version >= 4
+        else "no internet socket (seccomp)"
+    )
+    signals = (
+        "no signal to a process outside the command" if version >= 6 else "signals not confined"
+    )
+    pids = "own PID namespace, " if own_pids else ""
+    return Availability(
+        "landlock",
+        f"{prefix}Landlock ABI {version} and seccomp: writes only in the workspace (protected "
+        f"paths excluded) and a private temporary folder, {network}, {signals}, no "
+        f"capability, {pids}{_processes()}, {_memory()}",
+        LANDLOCK_UNCOVERED + ("" if own_pids else NO_PID_NAMESPACE),
+    )
+
+
+def _processes() -> str:
+    if not limits.exempt():
+        return f"at most {limits.MAX_PROCESSES} processes"
+    if limits.cgroup_parent() is not None:
+        return f"at most {limits.MAX_PROCESSES} processes (a pids cgroup: running as root)"
+    return "NO process limit (running as root, and no pids cgroup can be made here)"
+
+
+def _memory() -> str:
+    if limits.memory_cgroup():
+        return "memory bounded per command (a memory cgroup)"
+    return "memory bounded per process (an address-space limit)"
 
 
 def _probe_seatbelt() -> Availability:
@@ -516,14 +683,21 @@ def _first_line(text: str) -> str:
     return text.strip().splitlines()[0].strip() if text.strip() else ""
 
 
-def _bwrap() -> str:
-    return shutil.which("bwrap") or "bwrap"
+def _bwrap() -> str | None:
+    """The bwrap to use: the one `LSP_AGENT_BWRAP` names (none when it is empty), else the
+    one on PATH."""
+    named = os.environ.get(BWRAP_ENV)
+    if named is None:
+        return shutil.which("bwrap")
+    if not named.strip() or named.strip().lower() == "none":
+        return None
+    return shutil.which(named.strip()) or None
 
 
 @functools.cache
 def _bwrap_sizes() -> bool:
     """Whether this bwrap takes `--size` for a tmpfs (0.7 and later)."""
-    return "--size" in _run_text([_bwrap(), "--help"])
+    return "--size" in _run_text([_bwrap() or "bwrap", "--help"])
 
 
 def _run_links() -> dict[str, str]:

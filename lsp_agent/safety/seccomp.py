@@ -9,6 +9,16 @@ netlink families (audit, uevents, …), packet sockets. socketpair() still works
 nothing). io_uring, which could make sockets behind seccomp's back, and the kernel keyrings
 (root's keyring is shared by the whole host) are refused too, as are 32-bit programs, whose
 system call numbers differ.
+
+Under the Landlock wall (`landlock=True`) there is no network namespace and no read-only mount:
+
+- an internet socket would reach the host's network and loopback: refused too (netlink routing
+  sockets stay: they read the host's routes, and changing them takes a capability the command
+  does not have);
+- Landlock does not confine a file's metadata, and every file is readable: `chmod`, `chown`,
+  extended attributes and setting times by path are refused everywhere (a root command could
+  otherwise make `/etc/shadow` world-readable); setting times through an open descriptor stays
+  (`touch` of a file the command could open for writing: `utimensat` with no path).
 """
 
 from __future__ import annotations
@@ -45,23 +55,39 @@ class _Calls:
     add_key: int
     request_key: int
     keyctl: int
+    utimensat: int
+    metadata: tuple[int, ...]
+    """chmod, chown, xattr and time-setting calls (by path or descriptor), utimensat aside."""
 
 
 _SYSCALLS = {
     # The x86_64 mask folds x32 numbers (bit 30) onto x86_64's.
-    "x86_64": _Calls(0xC000003E, 0xBFFFFFFF, 41, 425, 248, 249, 250),
-    "aarch64": _Calls(0xC00000B7, 0xFFFFFFFF, 198, 425, 217, 218, 219),
-}
+    "x86_64": _Calls(
+        0xC000003E, 0xBFFFFFFF, 41, 425, 248, 249, 250, 280,
+        # chmod fchmod chown fchown lchown utime utimes futimesat fchownat fchmodat fchmodat2,
+        # setxattr lsetxattr fsetxattr removexattr lremovexattr fremovexattr, setxattrat
+        # removexattrat
+        (90, 91, 92, 93, 94, 132, 235, 261, 260, 268, 452, 188, 189, 190, 197, 198, 199, 463,
+         466),
+    ),
+    "aarch64": _Calls(
+        0xC00000B7, 0xFFFFFFFF, 198, 425, 217, 218, 219, 88,
+        # fchmod fchmodat fchownat fchown fchmodat2, the xattr calls, setxattrat removexattrat
+        (52, 53, 54, 55, 452, 5, 6, 7, 14, 15, 16, 463, 466),
+    ),
+}  # fmt: skip
 
 
-def seccomp_filter(machine: str) -> bytes | None:
+def seccomp_filter(machine: str, *, landlock: bool = False) -> bytes | None:
     """The classic-BPF seccomp program bwrap installs, for `platform.machine()`; None on
-    machines whose syscall numbers are not known here (no filter there)."""
+    machines whose syscall numbers are not known here (no filter there). `landlock=True`: the
+    Landlock wall's, which also refuses internet sockets and changes of metadata."""
     calls = _SYSCALLS.get(machine)
     if calls is None or sys.byteorder != "little":
         return None
-    # (op, jump-if-true label, jump-if-false label, k); labels are resolved below.
-    program: list[tuple[int, str | None, str | None, int]] = [
+    # (op, jump-if-true label, jump-if-false label, k), and the labels themselves (a string
+    # names the instruction after it); labels are resolved below.
+    listing: list[tuple[int, str | None, str | None, int] | str] = [
         (_BPF_LD_W_ABS, None, None, 4),  # arch
         (_BPF_JEQ_K, None, "deny", calls.arch),
         (_BPF_LD_W_ABS, None, None, 0),  # syscall number
@@ -70,15 +96,33 @@ def seccomp_filter(machine: str) -> bytes | None:
         (_BPF_JEQ_K, "deny", None, calls.add_key),
         (_BPF_JEQ_K, "deny", None, calls.request_key),
         (_BPF_JEQ_K, "deny", None, calls.keyctl),
+        *[(_BPF_JEQ_K, "deny", None, number) for number in calls.metadata if landlock],
+        *(
+            [
+                (_BPF_JEQ_K, None, "socket", calls.utimensat),
+                (_BPF_LD_W_ABS, None, None, 24),  # utimensat's path, low word
+                (_BPF_JEQ_K, None, "deny", 0),
+                (_BPF_LD_W_ABS, None, None, 28),  # and high word: NULL is "the descriptor"
+                (_BPF_JEQ_K, "allow", "deny", 0),
+            ]
+            if landlock
+            else []
+        ),
+        "socket",
         (_BPF_JEQ_K, None, "allow", calls.socket),
         (_BPF_LD_W_ABS, None, None, 16),  # socket's first argument, low word: the family
-        (_BPF_JEQ_K, "allow", None, _AF_INET),
-        (_BPF_JEQ_K, "allow", None, _AF_INET6),
+        (_BPF_JEQ_K, "deny" if landlock else "allow", None, _AF_INET),
+        (_BPF_JEQ_K, "deny" if landlock else "allow", None, _AF_INET6),
         (_BPF_JEQ_K, None, "deny", _AF_NETLINK),
         (_BPF_LD_W_ABS, None, None, 32),  # the third argument: the netlink protocol
         (_BPF_JEQ_K, "allow", "deny", _NETLINK_ROUTE),
     ]
-    labels = {"allow": len(program), "deny": len(program) + 1}
+    program = [item for item in listing if not isinstance(item, str)]
+    labels: dict[str, int] = {}
+    for item in listing:
+        if isinstance(item, str):
+            labels[item] = sum(not isinstance(x, str) for x in listing[: listing.index(item)])
+    labels.update({"allow": len(program), "deny": len(program) + 1})
     code = []
     for index, (op, true, false, k) in enumerate(program):
         jt = labels[true] - index - 1 if true else 0

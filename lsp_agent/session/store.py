@@ -97,7 +97,9 @@ class SessionStore:
     ) -> None:
         self.workspace_root = workspace_root.resolve()
         """The workspace these sessions belong to."""
-        self.directory = state_dir(base_dir) / "sessions" / workspace_key(self.workspace_root)
+        self.state_root = state_dir(base_dir)
+        """lsp-agent's state folder (what else the server keeps is beside the sessions)."""
+        self.directory = self.state_root / "sessions" / workspace_key(self.workspace_root)
         """Where this workspace's transcripts are; created on the first `create`."""
         self.secrets: set[str] = set()
         """Values never written to any transcript of this store (see `Transcript.redact`)."""

@@ -50,6 +50,7 @@ async def doctor(*, as_json: bool = False) -> int:
     sandbox = probe()
     if sandbox.sandboxed:
         line("sandbox", True, f"{sandbox.kind} ({sandbox.reason})")
+        line("not stopped", None, sandbox.uncovered)
     else:
         # Not a failure: commands still run, each one after the user says yes.
         line("sandbox", None, f"none: {sandbox.reason}; every command will be asked")

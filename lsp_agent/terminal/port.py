@@ -92,6 +92,10 @@ class TerminalPort:
     def log(self, message: str) -> None:
         logging.getLogger("lsp_agent").debug(message)
 
+    def warn(self, message: str) -> None:
+        self._end_line()
+        self.err.write(f"lsp-agent: {message}\n")
+
     async def _prompt(self, question: str) -> str | None:
         if not sys.stdin or not sys.stdin.isatty():
             return None

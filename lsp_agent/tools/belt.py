@@ -25,6 +25,7 @@ from lsp_agent.context.cap import Spills, render
 from lsp_agent.errors import ToolError
 from lsp_agent.messages import NAMELESS_TOOL
 from lsp_agent.port import Document, EditorPort
+from lsp_agent.safety.limits import Budget
 from lsp_agent.safety.sandbox import Sandbox
 from lsp_agent.tools import files, patch, shell
 from lsp_agent.tools.editing import EditTools
@@ -342,6 +343,9 @@ class Toolbox:
             spills=self.spills,
             limit=settings.tool_output_cap,
             timeout=seconds,
+            budget=Budget(
+                settings.command_memory_mb, settings.command_file_mb, settings.command_disk_mb
+            ),
         )
         status = result.status_line(seconds)
         return ToolResult(

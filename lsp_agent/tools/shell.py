@@ -19,7 +19,8 @@ from typing import Any
 
 from lsp_agent.context.cap import Excerpt, Spills
 from lsp_agent.errors import ToolError
-from lsp_agent.safety.sandbox import Sandbox, command_env, shell
+from lsp_agent.safety.limits import Budget
+from lsp_agent.safety.sandbox import DEFAULT_BUDGET, Sandbox, command_env, shell
 from lsp_agent.tools.files import find_rg
 
 READ_CHUNK = 64 * 1024
@@ -39,9 +40,14 @@ class CommandResult:
     output: Excerpt
     timed_out: bool
     seconds: float
+    stopped: str | None = None
+    """Which resource limit stopped it (memory, file size, disk), in one sentence."""
 
     def status_line(self, timeout: float) -> str:
         """One line saying how the command ended, for the model and the event stream."""
+        if self.stopped is not None:
+            code = f"exit code {self.exit_code}" if self.exit_code is not None else "killed"
+            return f"{code}: {self.stopped}"
         if self.timed_out:
             return (
                 f"timed out after {timeout:g} s: the command and everything it started were "
@@ -63,6 +69,7 @@ async def run_command(
     spills: Spills,
     limit: int,
     timeout: float,
+    budget: Budget = DEFAULT_BUDGET,
 ) -> CommandResult:
     """Run `command` with the shell in the workspace, inside `sandbox`, for at most `timeout` s.
 
@@ -73,7 +80,8 @@ async def run_command(
     stream = spills.stream(limit, "bash")
     started = time.monotonic()
     spill_dir = await asyncio.to_thread(spills.directory)
-    async with sandbox.running([shell(), "-c", command], spill_dir=spill_dir) as launch:
+    argv = [shell(), "-c", command]
+    async with sandbox.running(argv, spill_dir=spill_dir, budget=budget) as launch:
         spawning = asyncio.ensure_future(
             _start(
                 launch.argv,
@@ -106,6 +114,10 @@ async def run_command(
 
         pumping = asyncio.ensure_future(pump())
         exited = asyncio.ensure_future(has_exited.wait())
+        enforcer = launch.enforcer
+        watching = asyncio.ensure_future(
+            enforcer.watch(lambda: _kill_group(process)) if enforcer else asyncio.sleep(0)
+        )
         try:
             done, _ = await asyncio.wait({exited}, timeout=timeout)
             timed_out = not done
@@ -120,12 +132,13 @@ async def run_command(
             raise
         finally:
             exited.cancel()
-    return CommandResult(
-        None if timed_out else process.returncode,
-        stream.finish(),
-        timed_out,
-        time.monotonic() - started,
-    )
+            watching.cancel()
+        output = stream.finish()
+        code = None if timed_out else process.returncode
+        shown = output.head + output.tail
+        stopped = enforcer.verdict(code, shown) if enforcer is not None else None
+    return CommandResult(code, output, timed_out and stopped is None, time.monotonic() - started,
+                         stopped)  # fmt: skip
 
 
 async def _start(

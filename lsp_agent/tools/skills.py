@@ -6,6 +6,10 @@ by name and description for the system prompt; `SkillLocks` holds one session's 
 named by some skill is locked until one of those skills is loaded with `load_skill`, and
 `relock_from` recomputes that state from the messages still in the history, so a compaction that
 drops the `load_skill` call locks its tools again.
+
+A workspace's SKILL.md is the repository's: it is read only as a regular file inside the
+workspace, and only its first `MAX_SKILL_BYTES` (`safety.reading`); a link out, a FIFO or a
+device is skipped with one log line.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import itertools
 import json
 import operator
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -20,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from lsp_agent.errors import ToolError
+from lsp_agent.safety.reading import Read, Refused, read_confined, read_regular
 
 SKILLS_DIR = Path(".agents") / "skills"
 """Where skills live, under the workspace root (and under the user's home)."""
@@ -111,10 +117,10 @@ def discover(
             continue
         for entry in entries:
             skill_file = entry / SKILL_FILE
-            if not skill_file.is_file():
+            if not os.path.lexists(skill_file):
                 continue
             try:
-                skill = read_skill(skill_file)
+                skill = read_skill(skill_file, within=base if base == root else None)
             except ValueError as error:
                 report(f"skill {skill_file} skipped: {error}")
                 continue
@@ -127,12 +133,20 @@ def discover(
     return [found[name] for name in sorted(found)]
 
 
-def read_skill(path: Path) -> Skill:
-    """One SKILL.md; raises ValueError saying what is wrong with it."""
+def read_skill(path: Path, within: Path | None = None) -> Skill:
+    """One SKILL.md; raises ValueError saying what is wrong with it. `within`: the folder it
+    must be a regular file of (the workspace), once its symlinks are followed."""
     try:
-        if path.stat().st_size > MAX_SKILL_BYTES:
+        found: Read = (
+            read_confined(within, path, MAX_SKILL_BYTES)
+            if within is not None
+            else read_regular(path, MAX_SKILL_BYTES)
+        )
+        if found.cut:
             raise ValueError(f"larger than {MAX_SKILL_BYTES // 1024} KB")
-        text = path.read_text(encoding="utf-8-sig")
+        text = found.data.decode("utf-8-sig")
+    except Refused as refused:
+        raise ValueError(str(refused).removesuffix(": not read")) from None
     except (OSError, UnicodeDecodeError) as error:
         raise ValueError(f"cannot be read ({error})") from error
     meta, body = parse_front_matter(text)
