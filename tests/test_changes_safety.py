@@ -380,3 +380,27 @@ def _alive(pid: int) -> bool:
             return handle.read().split(") ", 1)[1][0] != "Z"
     except OSError:
         return False
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+async def test_planted_pipes_in_git_and_ignore_files_hang_nothing(tmp_path: Path) -> None:
+    """A FIFO as `.git/HEAD`, as a `.gitignore` or as a worktree's `.git` file: an `open()`
+    of one would wait for a writer that never comes, holding the tracker for ever."""
+    from lsp_agent.changes.ignore import _read_spec
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q")
+    head = root / ".git" / "HEAD"
+    head.unlink()
+    os.mkfifo(head)
+    os.mkfifo(root / ".gitignore")
+    other = tmp_path / "worktree"
+    other.mkdir()
+    os.mkfifo(other / ".git")
+    (other / "kept.txt").write_text("x\n")
+
+    # Each returns at once (the test's time limit is the hang guard).
+    assert tracker_git._head_file(root / ".git") is None
+    assert _read_spec(root / ".gitignore") is None
+    assert tracker_git._find_git_dir(other) is None

@@ -18,6 +18,7 @@ MAX_HASH_BYTES = 8 * 1024 * 1024
 MAX_TEXT_BYTES = 1024 * 1024
 """Larger files get no diff."""
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 
 
 class Files:
@@ -87,7 +88,8 @@ class Files:
         if path is None:
             return None
         try:
-            fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
+            # Not following a link, and not waiting on a FIFO: fstat below keeps regular files.
+            fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _NONBLOCK)
         except OSError:
             return None
         with os.fdopen(fd, "rb") as handle:

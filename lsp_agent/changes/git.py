@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import IO
 
 from lsp_agent.git import command, environment, run
+from lsp_agent.safety.reading import read_small
 
 MAX_BLOB_BYTES = 1024 * 1024
 """Larger blobs are not read (no diff is shown for them)."""
@@ -263,9 +264,8 @@ def _find_git_dir(root: Path) -> Path | None:
         if dotgit.is_dir():
             return dotgit
         if dotgit.is_file():  # a worktree or submodule: "gitdir: <path>"
-            try:
-                text = dotgit.read_text(encoding="utf-8").strip()
-            except (OSError, UnicodeDecodeError):
+            text = _read_small(dotgit)
+            if text is None:
                 return None
             if not text.startswith("gitdir:"):
                 return None
@@ -310,12 +310,10 @@ def _head_from_files(git_dir: Path, common_dir: Path) -> Head | None:
 
 
 def _read_small(path: Path, limit: int = 4096) -> str | None:
-    try:
-        with path.open("rb") as handle:
-            data = handle.read(limit + 1)
-    except OSError:
-        return None
-    if len(data) > limit:
+    """A small file of git's, stripped; None when it is missing, not a regular file (a FIFO
+    planted as `.git/HEAD` must not hang the tracker), larger than `limit` or not UTF-8."""
+    data = read_small(path, limit)
+    if data is None:
         return None
     try:
         return data.decode("utf-8").strip()

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pathspec
 
+from lsp_agent.safety.reading import CONFIG_BYTES, read_small
+
 EXCLUDED_DIRS = frozenset(
     {
         ".git",
@@ -148,9 +150,10 @@ class IgnoreRules:
 
 
 def _read_spec(path: str | Path) -> pathspec.GitIgnoreSpec | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            lines = handle.read().splitlines()
-    except OSError:
+    """An ignore file's rules; None when it is missing, empty, or not a regular file of a sane
+    size (a repository may plant a FIFO or a link to `/dev/zero` as its `.gitignore`)."""
+    data = read_small(Path(path), CONFIG_BYTES)
+    if data is None:
         return None
+    lines = data.decode("utf-8", errors="replace").splitlines()
     return pathspec.GitIgnoreSpec.from_lines(lines) if lines else None

@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from lsp_agent.port import Document, EditOutcome, EditProposal
+from lsp_agent.safety.reading import Refused, read_regular
 from lsp_agent.text import unified_diff
+from lsp_agent.tools.workspace import MAX_FILE_BYTES
 
 
 class TerminalPort:
@@ -142,10 +144,19 @@ class TerminalPort:
 
 
 def _read_text(path: Path) -> str | None:
+    """What the file holds now, to tell whether it changed since the edit was made; None when
+    it is gone, and text that matches nothing when it is no longer a readable text file (a FIFO
+    or a huge file swapped in must neither hang nor be read whole)."""
     try:
-        text = path.read_bytes().decode("utf-8")
+        data = read_regular(path, MAX_FILE_BYTES).data
     except FileNotFoundError:
         return None
+    except Refused as refused:
+        return f"\0{refused}"
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return "\0not UTF-8"
     return text[1:] if text.startswith("\ufeff") else text
 
 

@@ -27,6 +27,9 @@ from lsp_agent.safety.symlinks import resolved as resolve_path
 
 BINARY_SNIFF_BYTES = 8192
 """How much of a file is checked for a NUL byte before it is called binary."""
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
 MAX_FILE_BYTES = 20 * 1024 * 1024
 """Larger files are refused by `read_disk`: the model pages them with search or bash."""
 
@@ -137,46 +140,7 @@ class Workspace:
         it through `asyncio.to_thread` from the event loop.
         """
         rel = self.relative(path)
-        try:
-            info = path.stat()
-            if stat.S_ISDIR(info.st_mode):
-                raise ToolError(
-                    f"{rel} is a directory, not a file; use list_files to see what it contains",
-                    reason="path",
-                )
-            # A FIFO or a device would block or never end; only regular files are read.
-            if not stat.S_ISREG(info.st_mode):
-                raise ToolError(
-                    f"{rel} is not a regular file (a pipe, socket or device); only text files "
-                    "can be read",
-                    reason="path",
-                )
-            if info.st_size > MAX_FILE_BYTES:
-                raise ToolError(
-                    f"{rel} is too large to read whole ({info.st_size / 2**20:.0f} MB, the limit "
-                    f"is {MAX_FILE_BYTES // 2**20} MB); look at parts of it with search or bash "
-                    "(head, tail, sed -n, grep)",
-                    reason="too_large",
-                )
-            data = path.read_bytes()
-        except FileNotFoundError as exc:
-            raise ToolError(
-                f"file not found: {rel}; use list_files or search to find the right path",
-                reason="not_found",
-            ) from exc
-        except NotADirectoryError as exc:
-            raise ToolError(
-                f"file not found: {rel} (a parent of it is a file, not a directory); use "
-                "list_files or search to find the right path",
-                reason="not_found",
-            ) from exc
-        except PermissionError as exc:
-            raise ToolError(
-                f"permission denied reading {rel}; the file is not readable by the agent",
-                reason="path",
-            ) from exc
-        except OSError as exc:
-            raise ToolError(f"could not read {rel}: {exc.strerror or exc}", reason="path") from exc
+        data = _contents(path, rel)
 
         if data.startswith(_UTF16_BOMS):
             raise ToolError(
@@ -257,3 +221,87 @@ class Workspace:
                     "user",
                     reason="path",
                 )
+
+
+def _read_up_to(fd: int, limit: int) -> bytes:
+    """At most `limit` bytes of the open file `fd`, from its start."""
+    chunks: list[bytes] = []
+    left = limit
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _contents(path: Path, rel: str) -> bytes:
+    """The bytes of the regular file at `path`, at most `MAX_FILE_BYTES`; a `ToolError` that
+    says what to do for anything else.
+
+    Opened without waiting (a FIFO swapped in after `resolve()` opens at once) and judged by
+    what was opened, not by a look before: a file changed between the two is never read as the
+    regular file it was."""
+    fd = _opened(path, rel)
+    try:
+        info = os.fstat(fd) if fd >= 0 else path.stat()
+        if stat.S_ISDIR(info.st_mode):
+            raise ToolError(
+                f"{rel} is a directory, not a file; use list_files to see what it contains",
+                reason="path",
+            )
+        # A FIFO or a device would block or never end; only regular files are read.
+        if not stat.S_ISREG(info.st_mode):
+            raise ToolError(
+                f"{rel} is not a regular file (a pipe, socket or device); only text files can "
+                "be read",
+                reason="path",
+            )
+        if info.st_size > MAX_FILE_BYTES:
+            raise ToolError(
+                f"{rel} is too large to read whole ({info.st_size / 2**20:.0f} MB, the limit is "
+                f"{MAX_FILE_BYTES // 2**20} MB); look at parts of it with search or bash (head, "
+                "tail, sed -n, grep)",
+                reason="too_large",
+            )
+        data = _read_up_to(fd, MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise ToolError(f"could not read {rel}: {exc.strerror or exc}", reason="path") from exc
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    if len(data) > MAX_FILE_BYTES:  # it grew after its size was read
+        raise ToolError(
+            f"{rel} is too large to read whole (over {MAX_FILE_BYTES // 2**20} MB); look at "
+            "parts of it with search or bash (head, tail, sed -n, grep)",
+            reason="too_large",
+        )
+    return data
+
+
+def _opened(path: Path, rel: str) -> int:
+    """`path` opened for reading without waiting; -1 for a directory; a `ToolError` saying
+    what to do when it cannot be opened."""
+    try:
+        return os.open(path, os.O_RDONLY | _NONBLOCK | _CLOEXEC)
+    except IsADirectoryError:
+        return -1
+    except FileNotFoundError as exc:
+        raise ToolError(
+            f"file not found: {rel}; use list_files or search to find the right path",
+            reason="not_found",
+        ) from exc
+    except NotADirectoryError as exc:
+        raise ToolError(
+            f"file not found: {rel} (a parent of it is a file, not a directory); use list_files "
+            "or search to find the right path",
+            reason="not_found",
+        ) from exc
+    except PermissionError as exc:
+        raise ToolError(
+            f"permission denied reading {rel}; the file is not readable by the agent",
+            reason="path",
+        ) from exc
+    except OSError as exc:
+        raise ToolError(f"could not read {rel}: {exc.strerror or exc}", reason="path") from exc
