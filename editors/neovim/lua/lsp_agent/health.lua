@@ -26,6 +26,9 @@ M.ENVIRONMENT = {
   toolOutputCap = "TOOL_OUTPUT_CAP",
   stubChars = "STUB_CHARS",
   commandTimeout = "COMMAND_TIMEOUT",
+  commandMemoryMB = "LSP_AGENT_COMMAND_MEMORY_MB",
+  commandFileMB = "LSP_AGENT_COMMAND_FILE_MB",
+  commandDiskMB = "LSP_AGENT_COMMAND_DISK_MB",
   questionTimeout = "LSP_AGENT_QUESTION_TIMEOUT",
   maxTurns = "LSP_AGENT_MAX_TURNS",
 }
