@@ -136,7 +136,14 @@ def main() -> None:
                 [sys.executable, "-m", "compileall", "-q", str(before / "lsp_agent")], check=True
             )
             servers.append(
-                Server(f"before ({before})", command, {**env, "PYTHONPATH": str(before)}, True)
+                # PYTHONSAFEPATH: `python -m` would otherwise look in this working directory
+                # (this checkout) before PYTHONPATH.
+                Server(
+                    f"before ({before})",
+                    command,
+                    {**env, "PYTHONPATH": str(before), "PYTHONSAFEPATH": "1"},
+                    ours=True,
+                )
             )
         if args.peers:
             servers += [Server(name, cmd, dict(os.environ), ours=False) for name, cmd in peers()]
