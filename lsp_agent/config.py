@@ -131,6 +131,10 @@ class Settings:
     """The endpoint the API key was set for: the base URL the key's own source and the weaker
     ones give (the environment's, `~/.agents/env`'s, the default), or None for a key from the
     editor's settings, which the user must approve for an endpoint (`safety.endpoints`)."""
+    mcp_servers: Mapping[str, Any] | None = field(default=None, repr=False)
+    """The user's MCP servers in the common `mcpServers` shape, by name, or None (each entry
+    is checked when a session starts them: `lsp_agent/mcp/servers.py`); hidden in `describe`,
+    since their headers and environments hold tokens."""
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
     """Setting name (camelCase, as in `lspAgent.*`) → where its value came from: `editor`,
     `env:<VARIABLE>`, `~/.agents/env` or `default`. A name missing here counts as `default`."""
@@ -608,6 +612,17 @@ def _rules(raw: object, is_text: bool) -> list[dict[str, str]]:
     return rules
 
 
+def _servers(raw: object, is_text: bool) -> dict[str, Any]:
+    # Each entry is checked on its own when a session starts the servers: one bad server must
+    # not hide the others (lsp_agent/mcp/servers.py).
+    del is_text
+    if isinstance(raw, Mapping) and set(raw) == {"mcpServers"}:
+        raw = raw["mcpServers"]  # a whole mcp.json pasted into the setting
+    if not isinstance(raw, Mapping):
+        raise ValueError("")
+    return {str(name): entry for name, entry in raw.items()}
+
+
 _FRACTION = "a number greater than 0 and at most 1"
 
 _SPECS: tuple[_Spec, ...] = (
@@ -709,6 +724,14 @@ _SPECS: tuple[_Spec, ...] = (
         (),
         _prices,
         "{input, output, cachedInput?}: dollars per million tokens",
+    ),
+    _Spec(
+        "mcpServers",
+        "mcp_servers",
+        (),
+        _servers,
+        "an object of MCP servers by name, each {command, args?, env?, cwd?} or {url, headers?}",
+        secret=True,
     ),
 )
 
