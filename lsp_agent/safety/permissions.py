@@ -22,7 +22,9 @@ call `decide()` off the event loop. It returns a `Verdict`; the gate asks the us
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
+import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,7 +33,7 @@ from typing import Any, Literal, cast
 
 from lsp_agent.safety import allowlist, paths, shellwords, symlinks
 from lsp_agent.safety.paths import Ask, Places, Situation
-from lsp_agent.safety.protected import Scanner, edit_protection
+from lsp_agent.safety.protected import Scanner, edit_protection, is_secret_name
 from lsp_agent.safety.readers import shell_command_string
 
 Decision = Literal["allow", "ask", "deny"]
@@ -543,3 +545,117 @@ def _normal_path(path: str) -> str:
     """A path as rules see it: relative to the workspace, `/`-separated, no `./`."""
     normal = os.path.normpath(path.replace("\\", "/")).replace(os.sep, "/")
     return "" if normal == "." else normal.removeprefix("./")
+
+
+MCP_PREFIX = "mcp__"
+"""The names of MCP servers' tools: `mcp__<server>__<tool>`, the server part without `__`."""
+MCP_READ_ONLY = "readOnly"
+"""What a rule's `match` meets for a tool its server marks read-only: `{tool: "mcp__docs__*",
+match: "readOnly", decision: "allow"}` allows the read-only tools of the server `docs`."""
+MAX_ARGUMENT_STRINGS = 1_000
+"""Strings of an MCP call's arguments looked at for secret paths; a call with more is asked."""
+
+
+def decide_mcp(
+    tool: str,
+    args: Mapping[str, Any],
+    *,
+    rules: Sequence[Rule] = (),
+    session: SessionRules | None = None,
+    root: Path,
+    read_only: bool = False,
+    home: Path | None = None,
+) -> Verdict:
+    """Allow, ask or deny a call of an MCP server's tool: a rule of its own kind.
+
+    Such a tool is code of someone else's, outside the sandbox: every call is asked unless a
+    rule of the user's allows it by name — the tool (`mcp__docs__search`), the server's tools
+    (`mcp__docs__*`, or `mcp__docs`), or the server's read-only tools (`match: "readOnly"`). A
+    wider glob (`*`, `mcp__*`) may deny or ask, never allow. An allowed call is still asked when
+    its arguments name a path that may hold secrets, and a person must answer it. The question
+    shows the arguments whole: arguments too long for that are refused unless a rule allows
+    them. Looks at the file system (paths named in the arguments): call it off the event loop.
+    """
+    server_rule = tool.split("__", 2)
+    server_rule_name = "__".join(server_rule[:2]) if len(server_rule) == 3 else tool
+    subject = MCP_READ_ONLY if read_only else None
+    secret = secret_argument(args, root, home)
+    shape = "" if secret is None else json.dumps(args, sort_keys=True, ensure_ascii=False)
+    for rule in rules:
+        if not (rule.applies_to(tool) or rule.tool == server_rule_name):
+            continue
+        if not rule.matches(subject):
+            continue
+        if rule.decision == ALLOW and not _names_one_server(rule.tool):
+            continue
+        why = f"your rule {_rule_text(rule)} matches {tool}"
+        if rule.decision == ALLOW and secret is not None:
+            return Verdict(ASK, f"{why}, but {secret}", shape, unattended=False)
+        return Verdict(rule.decision, why, shape)
+    if secret is None and session is not None and session.allows(tool, shape):
+        return Verdict(ALLOW, "allowed for this session by the user", shape)
+    shown = json.dumps(args, indent=2, ensure_ascii=False)
+    if len(shown) > MAX_COMMAND_CHARS:
+        return Verdict(
+            DENY,
+            f"its arguments are {len(shown):,} characters long, more than can be shown whole "
+            f"in a question ({MAX_COMMAND_CHARS:,})",
+            shape,
+        )
+    reason = "it is a tool of an MCP server, and no rule of yours allows it"
+    return Verdict(ASK, f"{reason}; {secret}" if secret else reason, shape, unattended=False)
+
+
+def secret_argument(args: Mapping[str, Any], root: Path, home: Path | None = None) -> str | None:
+    """Why an MCP call's arguments touch secrets — a string among them names a path with a
+    secret name in it (`.env`, `.ssh/…`, `.git/config` …), as written or once its symlinks are
+    followed — or None."""
+    strings: list[str] = []
+    _strings_of(args, strings)
+    if len(strings) > MAX_ARGUMENT_STRINGS:
+        return f"its arguments hold more than {MAX_ARGUMENT_STRINGS:,} strings to check"
+    top = root.resolve()
+    user_home = home if home is not None else _home()
+    for value in strings:
+        if "\n" in value or len(value) > 4_096 or not value.strip():
+            continue
+        path = value.removeprefix("file://")
+        named = next((p for p in re.split(r"[\\/]", path) if is_secret_name(p)), None)
+        if named is not None:
+            return f"its arguments name {value!r}, which may hold secrets ({named})"
+        candidate = Path(path.replace("~", str(user_home), 1) if path.startswith("~") else path)
+        candidate = candidate if candidate.is_absolute() else top / candidate
+        if not os.path.lexists(candidate):  # False, too, for what cannot be a path
+            continue
+        try:
+            target = symlinks.resolved(candidate)
+        except (OSError, RuntimeError, ValueError):
+            return f"its arguments name {value!r}, which cannot be resolved"
+        parts = target.relative_to(top).parts if target.is_relative_to(top) else target.parts
+        named = next((p for p in parts if is_secret_name(p)), None)
+        if named is not None:
+            return f"its arguments name {value!r}, which leads to a file that may hold secrets"
+    return None
+
+
+def _strings_of(value: Any, found: list[str]) -> None:
+    """Every string value inside `value` (keys aside), depth first, stopping past the limit."""
+    if len(found) > MAX_ARGUMENT_STRINGS:
+        return
+    if isinstance(value, str):
+        found.append(value)
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            _strings_of(item, found)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _strings_of(item, found)
+
+
+def _names_one_server(pattern: str) -> bool:
+    """Whether a rule's tool pattern names one MCP server by its exact name (`mcp__docs__*`,
+    `mcp__docs__search`, `mcp__docs`): only such a rule may allow MCP tools."""
+    if not pattern.startswith(MCP_PREFIX):
+        return False
+    server = pattern[len(MCP_PREFIX) :].split("__", 1)[0]
+    return bool(server) and not any(char in server for char in "*?[]")
