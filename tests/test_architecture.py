@@ -16,12 +16,14 @@ PACKAGE = Path(__file__).resolve().parent.parent / "lsp_agent"
 
 LAYERS: dict[str, set[str]] = {
     "__main__": {"terminal"},
-    "terminal": {"lsp", "agent", "tools", "model", "session", "safety", "config", "errors",
-                 "port", "text"},
-    "lsp": {"agent", "tools", "changes", "session", "safety", "config", "errors", "port", "text"},
-    "agent": {"tools", "context", "changes", "model", "safety", "session", "config", "errors",
-              "messages", "port", "text"},
-    "tools": {"context", "safety", "config", "errors", "messages", "port", "text"},
+    "terminal": {"lsp", "agent", "tools", "mcp", "model", "session", "safety", "config",
+                 "errors", "port", "text"},
+    "lsp": {"agent", "tools", "mcp", "changes", "session", "safety", "config", "errors", "port",
+            "text"},
+    "agent": {"tools", "mcp", "context", "changes", "model", "safety", "session", "config",
+              "errors", "messages", "port", "text"},
+    "tools": {"mcp", "context", "safety", "config", "errors", "messages", "port", "text"},
+    "mcp": {"context", "safety", "session", "config"},
     "context": {"changes", "model", "safety", "config", "messages"},
     "changes": {"safety", "git", "text"},
     "model": {"errors", "messages"},
@@ -73,27 +75,42 @@ def test_every_part_imports_only_the_parts_below_it() -> None:
     assert wrong == []
 
 
+EXTRAS = {"mcp": "mcp"}
+"""Parts that may import what an extra of the package declares (`lsp-agent[mcp]`): nothing
+else may, since a user without the extra does not have it."""
+
+
 def test_the_package_imports_only_the_standard_library_and_its_dependencies() -> None:
     """A module the package imports must come with `pip install lsp-agent`: a test-only package
-    (pytest-lsp, hypothesis) would fail a user's install."""
+    (pytest-lsp, hypothesis) would fail a user's install. The MCP part may import its extra's
+    packages as well (`lsp-agent[mcp]`)."""
     pyproject = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))
-    declared = {
-        re.split(r"[<>=!~;\[ ]", requirement, maxsplit=1)[0].lower().replace("_", "-")
-        for requirement in pyproject["project"]["dependencies"]
-    }
+    declared = names_of(pyproject["project"]["dependencies"])
+    extras = pyproject["project"].get("optional-dependencies", {})
     distributions = importlib.metadata.packages_distributions()
     wrong = []
     for module, path in modules():
+        part = part_of(module) if module.count(".") else ""
+        allowed = declared | names_of(extras.get(EXTRAS.get(part, ""), []))
         for imported in imports(path):
             top = imported.split(".")[0]
             if top in sys.stdlib_module_names or top in ("lsp_agent", "__future__"):
                 continue
             names = {d.lower().replace("_", "-") for d in distributions.get(top, [top])}
-            if not names & declared:
+            if not names & allowed:
                 wrong.append(f"{module} imports {imported} ({', '.join(sorted(names))})")
     assert wrong == []
     # The check reads the real list, and the stack the project is built on is in it.
     assert {"pygls", "lsprotocol", "httpx", "watchdog"} <= declared
+    assert "mcp" in names_of(extras.get("mcp", []))
+
+
+def names_of(requirements: list[str]) -> set[str]:
+    """The distributions a list of requirements names."""
+    return {
+        re.split(r"[<>=!~;\[ ]", requirement, maxsplit=1)[0].lower().replace("_", "-")
+        for requirement in requirements
+    }
 
 
 STACK = {
@@ -102,10 +119,16 @@ STACK = {
     "cattrs": "lsp",
     "httpx": "model",
     "watchdog": "changes",
+    "mcp": "mcp",
+    "mcp_types": "mcp",
+    "httpx2": "mcp",
+    "anyio": "mcp",
+    "jsonschema": "mcp",
 }
 """Each library of the stack and the one part that speaks it: the agent core never imports pygls
 (a method on `EditorPort` is what it needs), nothing but the model's client speaks HTTP, nothing
-but the change tracker watches files."""
+but the change tracker watches files, nothing but `mcp/` touches the MCP SDK (an extra: imported
+anywhere else, a user without it could not even start) and what it brings."""
 
 
 def test_each_library_of_the_stack_is_spoken_by_one_part() -> None:

@@ -134,7 +134,7 @@ def test_every_environment_variable_of_the_design_is_read(tmp_path: Path) -> Non
         64,
         128,
     )
-    editor_only = {"mode", "permissions", "readOnlyPaths", "codeActions", "prices"}
+    editor_only = {"mode", "permissions", "readOnlyPaths", "codeActions", "prices", "mcpServers"}
     from_env = {name for name, source in settings.sources.items() if source.startswith("env:")}
     assert from_env == set(settings.sources) - editor_only
 
@@ -429,6 +429,7 @@ def test_describe_lists_every_setting_in_camel_case(tmp_path: Path) -> None:
         "readOnlyPaths",
         "codeActions",
         "prices",
+        "mcpServers",
     ]
 
 

@@ -28,6 +28,8 @@ from lsp_agent.context.reminder import FileChangeSource
 from lsp_agent.context.tokens import TokenMeter, request_bytes
 from lsp_agent.context.view import ContextState, build_request, restore_state
 from lsp_agent.errors import UserError
+from lsp_agent.mcp.approvals import Approvals
+from lsp_agent.mcp.hub import McpHub
 from lsp_agent.messages import Usage, estimate_tokens, frozen
 from lsp_agent.model import Provider, make_provider
 from lsp_agent.port import Document, EditorPort, FileChange
@@ -105,7 +107,15 @@ class Agent:
         except RuntimeError:  # no home directory to speak of (HOME unset, unknown user)
             home = None
         self.home = home
-        """The user's home: `~/.agents/` holds their AGENTS.md and skills."""
+        """The user's home: `~/.agents/` holds their AGENTS.md, skills and MCP servers."""
+        self.mcp = McpHub(
+            workspace.root,
+            lambda: self.settings,
+            home=home,
+            approvals=Approvals(store.directory),
+            log=port.log,
+        )
+        """The workspace's MCP servers, started for the sessions that need them."""
 
     @property
     def provider(self) -> Provider:
@@ -134,6 +144,7 @@ class Agent:
         await asyncio.gather(*tasks, return_exceptions=True)
         if self._provider is not None:
             await self._provider.aclose()
+        await self.mcp.aclose()
         if self._own_tracker:
             await self.tracker.stop()
 
@@ -426,6 +437,7 @@ class Agent:
             skills=SkillLocks(found, never_locked=NEVER_LOCKED) if found else None,
             tracker=self.tracker,
             tracker_key=session_id,
+            mcp=self.mcp,
         )
 
     def _changes(self, session_id: str) -> FileChangeSource:

@@ -155,6 +155,8 @@ class Turn:
             message = {"role": "user", "content": self._user_text()}
             self._check_fits(message)
             session.append(message)
+            # The session's first turn starts its MCP servers and fixes its tool list.
+            session.notes.extend(await session.toolbox.prepare(self.emit))
             for _ in range(self.agent.settings.max_turns):
                 await self.step()
             await self._decide(end_of_turn)

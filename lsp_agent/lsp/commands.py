@@ -39,6 +39,7 @@ from lsp_agent.tools.stats import EditStats, combined
 if TYPE_CHECKING:
     from lsp_agent.agent.conversation import Selection, Session, TurnResult
     from lsp_agent.agent.sessions import Agent
+    from lsp_agent.config import Settings
     from lsp_agent.lsp.arguments import Range
     from lsp_agent.lsp.folders import Folder
     from lsp_agent.lsp.server import AgentServer
@@ -193,7 +194,12 @@ def _register_endpoint(
             listed = [s for s in listed if s["session"] == wanted]
         # The probe runs a real sandboxed command once per process: off the event loop.
         sandbox = await asyncio.to_thread(_sandbox_availability, agents[0] if agents else None)
-        folders = [{"folder": f.root.as_uri(), "changes": _tracker_status(f)} for f in ls.folders]
+        opened = list(ls.folders)
+        servers = [await _mcp_status(f, settings) for f in opened]
+        folders = [
+            {"folder": f.root.as_uri(), "changes": _tracker_status(f), "mcp": mcp}
+            for f, mcp in zip(opened, servers, strict=True)
+        ]
         return {
             "model": settings.model,
             "baseUrl": settings.base_url,
@@ -207,6 +213,7 @@ def _register_endpoint(
             "settings": settings.describe(),
             "version": __version__,
             "changes": folders[0]["changes"] if folders else _tracker_status(None),
+            "mcp": servers[0] if servers else {"servers": [], "problems": []},
             "folders": folders,
         }
 
@@ -413,6 +420,23 @@ def _tracker_status(folder: Folder | None) -> dict[str, Any]:
         "fallbackReason": tracker.fallback_reason,
         "ready": tracker.ready,
     }
+
+
+async def _mcp_status(folder: Folder, settings: Settings) -> dict[str, Any]:
+    """A folder's MCP servers: what each is doing, or, before its first session, what is
+    configured (the configuration read again now)."""
+    if folder.agent is not None:
+        return await folder.agent.mcp.status()
+    from lsp_agent.mcp.approvals import Approvals
+    from lsp_agent.mcp.hub import status
+    from lsp_agent.session.store import SessionStore
+
+    try:
+        home: Path | None = Path.home()
+    except RuntimeError:
+        home = None
+    approvals = Approvals(SessionStore(folder.root).directory)
+    return await status(folder.root, settings.mcp_servers, home, approvals, None)
 
 
 def _sandbox_availability(agent: Agent | None) -> Availability:

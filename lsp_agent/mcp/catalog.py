@@ -102,23 +102,23 @@ class Catalog:
 
     def add(
         self, spec: ServerSpec, listed: Iterable[ListedTool], log: Callable[[str], None]
-    ) -> None:
-        """Add a server's tools; a tool that cannot be offered is left out with a log line."""
+    ) -> dict[str, str]:
+        """Add a server's tools; a tool that cannot be offered is left out with a log line.
+        Returns the tools left out, and why."""
+        left_out: dict[str, str] = {}
         for item in listed:
-            if len(self.tools) >= MAX_TOOLS:
-                log(
-                    f"MCP server {spec.name!r}: tool {item.name!r} and those after it are left "
-                    f"out: a session is offered {MAX_TOOLS} MCP tools at most"
-                )
-                return
             why = schema_problem(item.input_schema)
+            if len(self.tools) >= MAX_TOOLS:
+                why = f"a session is offered {MAX_TOOLS} MCP tools at most"
             if why is not None:
                 log(f"MCP server {spec.name!r}: tool {item.name!r} is left out: {why}")
+                left_out[item.name] = why
                 continue
             name = tool_name(spec.key, item.name, self.tools)
             self.tools[name] = McpTool(
                 name, spec.name, item.name, item.read_only, _function(name, spec, item)
             )
+        return left_out
 
 
 def tool_name(key: str, tool: str, taken: Mapping[str, object]) -> str:

@@ -7,15 +7,19 @@ says what went wrong and what to do next; the turn goes on. Edits never touch th
 they are planned against the text the editor shows and proposed through the editor port.
 
 `Toolbox` holds what one session's tools keep between turns (what the model read, the plan, the
-skills, what the user allowed); what belongs to one turn (review or auto, the turn's edit
-counts, its event stream) comes with each call as a `TurnState`.
+skills, what the user allowed, its MCP servers' tools); what belongs to one turn (review or auto,
+the turn's edit counts, its event stream) comes with each call as a `TurnState`.
+
+Tools of MCP servers (`mcp__<server>__<tool>`, `lsp_agent/mcp/`) pass the same belt: their
+arguments checked against the server's schema, the gate (asked by default), the call, the cap,
+the untrusted marking. The session's list of them is fixed by `prepare` at its first turn.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +27,8 @@ from typing import Any
 from lsp_agent.config import Settings
 from lsp_agent.context.cap import Spills, render
 from lsp_agent.errors import ToolError
+from lsp_agent.mcp.catalog import McpTool
+from lsp_agent.mcp.hub import McpHub, McpTools
 from lsp_agent.messages import NAMELESS_TOOL
 from lsp_agent.port import Document, EditorPort
 from lsp_agent.safety.limits import Budget
@@ -189,6 +195,7 @@ class Toolbox:
         skills: SkillLocks | None = None,
         tracker: ChangeWitness | None = None,
         tracker_key: str = "default",
+        mcp: McpHub | None = None,
     ) -> None:
         self.workspace = workspace
         self.port = port
@@ -211,6 +218,10 @@ class Toolbox:
         self.gate = Gate(workspace.root, port, settings, self.sandbox, auto_approve=auto_approve)
         """Decides each call, asking the user when the rules say so."""
         self.edits = EditTools(Proposer(workspace, port, self.reads))
+        self.mcp_hub = mcp
+        """The workspace's MCP servers; None when the agent has none to offer."""
+        self.mcp: McpTools | None = None
+        """This session's MCP tools, fixed by `prepare` at its first turn (None before)."""
         self._handlers: dict[str, Handler] = {
             "read_file": self._read_file,
             "search": self._search,
@@ -224,10 +235,25 @@ class Toolbox:
         }
 
     def schemas(self) -> list[dict[str, Any]]:
-        """The tools to offer the model: the belt, and `load_skill` when there are skills."""
+        """The tools to offer the model: the belt, `load_skill` when there are skills, then
+        the session's MCP tools."""
+        mcp = self.mcp.schemas() if self.mcp is not None else []
         if self.skills is None:
-            return TOOL_SCHEMAS
-        return [*TOOL_SCHEMAS, load_skill_schema(list(self.skills.skills.values()))]
+            return [*TOOL_SCHEMAS, *mcp] if mcp else TOOL_SCHEMAS
+        return [*TOOL_SCHEMAS, load_skill_schema(list(self.skills.skills.values())), *mcp]
+
+    async def prepare(self, emit: Emit) -> list[str]:
+        """Before the session's first model call: start the MCP servers it needs and fix its
+        tool list for its life; what the model should hear about them (once). Nothing
+        happens at later turns: servers configured meanwhile apply to the next session."""
+        if self.mcp is not None or self.mcp_hub is None:
+            return []
+
+        async def ask(name: str, text: str, actions: Sequence[str]) -> str | None:
+            return await self.gate.ask(name, text, actions, emit)
+
+        self.mcp, notes = await self.mcp_hub.open_session(ask)
+        return notes
 
     async def run(self, name: str, arguments: str, turn: TurnState | None = None) -> ToolResult:
         """Run one tool call; never raises for anything the model did wrong."""
@@ -236,10 +262,17 @@ class Toolbox:
         try:
             if self.skills is not None:
                 self.skills.check(name)
-            schemas = self.schemas()
-            args = check_arguments(name, arguments, schemas)
-            permission = await self._permit(name, args, turn)
-            result = await self._handlers[name](args, turn)
+            if self.mcp is not None and name in self.mcp:
+                tool = self.mcp[name]
+                args = mcp_arguments(tool, arguments)
+                permission = await self.gate.permit_mcp(
+                    name, tool.server, tool.tool, args, read_only=tool.read_only, emit=turn.emit
+                )
+                result = await self._call_mcp(tool, args)
+            else:
+                args = check_arguments(name, arguments, self.schemas())
+                permission = await self._permit(name, args, turn)
+                result = await self._handlers[name](args, turn)
         except ToolError as error:
             if isinstance(error, Denied):
                 permission = error.event
@@ -374,6 +407,20 @@ class Toolbox:
         text = self.plan.replace(args)
         return ToolResult(text=text, ok=True, summary=_first_line(text))
 
+    async def _call_mcp(self, tool: McpTool, args: Mapping[str, Any]) -> ToolResult:
+        assert self.mcp is not None
+        limit = self.settings().tool_output_cap
+        answer = await self.mcp.call(tool, args, self.spills, limit)
+        return ToolResult(
+            text=answer.text,
+            ok=answer.ok,
+            summary=answer.summary[:200],
+            reason=answer.reason,
+            # What the server said is outside text (marked); what we say of a fault is not.
+            source=f"mcp server {tool.server}, tool {tool.tool}" if answer.output else None,
+            output=answer.output,
+        )
+
     async def _load_skill(self, args: Mapping[str, Any], turn: TurnState) -> ToolResult:
         if self.skills is None:
             raise ToolError(f"unknown tool {LOAD_SKILL!r}: this workspace has no skills")
@@ -445,6 +492,31 @@ def check_arguments(name: str, arguments: str, schemas: list[dict[str, Any]]) ->
             )
         checked[key] = value
     return checked
+
+
+def mcp_arguments(tool: McpTool, arguments: str) -> dict[str, Any]:
+    """The model's JSON arguments for an MCP tool, as they are, once they fit its schema."""
+    try:
+        args = json.loads(arguments) if arguments.strip() else {}
+    except json.JSONDecodeError as error:
+        raise ToolError(
+            f"the arguments of {tool.name} are not valid JSON ({error.msg} at char "
+            f"{error.pos}): send the call again with one JSON object",
+            reason="bad_arguments",
+        ) from None
+    if not isinstance(args, dict):
+        raise ToolError(
+            f"the arguments of {tool.name} must be a JSON object, not {type(args).__name__}",
+            reason="bad_arguments",
+        )
+    problem = tool.check(args)
+    if problem is not None:
+        raise ToolError(
+            f"the arguments of {tool.name} do not fit its schema: {problem}. Send the call "
+            "again with arguments that do",
+            reason="bad_arguments",
+        )
+    return args
 
 
 def _patch_paths(args: Mapping[str, Any]) -> list[str]:

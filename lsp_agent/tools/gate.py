@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -130,9 +131,67 @@ class Gate:
             )
         if name in self.auto_approve and sandboxed and verdict.unattended:
             return {"name": name, "decision": "allow", "asked": False, "reason": verdict.reason}
-        answer, unanswered = await self._ask(
-            name, _question(name, what, verdict.reason, sandboxed), settings, emit
+        question = _question(name, what, verdict.reason, sandboxed)
+        return await self._settle(name, what, question, verdicts, settings, emit)
+
+    async def permit_mcp(
+        self,
+        name: str,
+        server: str,
+        tool: str,
+        arguments: Mapping[str, Any],
+        *,
+        read_only: bool,
+        emit: Emit,
+    ) -> dict[str, Any] | None:
+        """Decide a call of an MCP server's tool (`permissions.decide_mcp`): asked by default,
+        whatever the mode, with the arguments shown whole; as `permit` for the rest."""
+        settings = self.settings()
+        rules = [permissions.Rule.from_setting(raw) for raw in settings.permissions]
+        verdict = await asyncio.to_thread(
+            permissions.decide_mcp,
+            name,
+            arguments,
+            rules=rules,
+            session=self.session_rules,
+            root=self.root,
+            read_only=read_only,
         )
+        what = f"the tool {tool!r} of the MCP server {server!r}"
+        if verdict.decision == permissions.ALLOW:
+            return None
+        if verdict.decision == permissions.DENY:
+            raise Denied(
+                f"refused by policy: {what} ({verdict.reason}). Nothing ran. Do not retry it in "
+                "another form; find another way, or tell the user what you need.",
+                {"name": name, "decision": "deny", "asked": False, "reason": verdict.reason},
+            )
+        shown_arguments = json.dumps(dict(arguments), indent=2, ensure_ascii=False)
+        marked = " (the server marks it read-only)" if read_only else ""
+        question = (
+            f"lsp-agent wants to call {what}{marked} — {name} — with these arguments:\n"
+            f"{shown(shown_arguments)}\nAsked because {verdict.reason}."
+        )
+        return await self._settle(name, what, question, [verdict], settings, emit)
+
+    async def ask(self, name: str, text: str, actions: Sequence[str], emit: Emit) -> str | None:
+        """Ask the user a question of another kind (whether to start a workspace's MCP
+        server), shown whole like a command; the answer, or None when there is none."""
+        answer, _ = await self._ask(name, shown(text), self.settings(), emit, actions)
+        return answer
+
+    async def _settle(
+        self,
+        name: str,
+        what: str,
+        question: str,
+        verdicts: Sequence[permissions.Verdict],
+        settings: Settings,
+        emit: Emit,
+    ) -> dict[str, Any]:
+        """Ask the question of an `ask`; the `permission` event when allowed, `Denied`
+        otherwise. `Allow for this session` allows each asked verdict's shape from now on."""
+        answer, unanswered = await self._ask(name, question, settings, emit)
         if answer == permissions.ANSWER_SESSION:
             for asked in verdicts:
                 if asked.decision == permissions.ASK:
@@ -148,12 +207,17 @@ class Gate:
         )
 
     async def _ask(
-        self, name: str, text: str, settings: Settings, emit: Emit
+        self,
+        name: str,
+        text: str,
+        settings: Settings,
+        emit: Emit,
+        choices: Sequence[str] = permissions.ANSWERS,
     ) -> tuple[str | None, str | None]:
         """Ask the user; the answer, and why there is none when there is none."""
         limit = settings.question_timeout
         question = f"q{next(self._questions)}"
-        actions = list(permissions.ANSWERS)
+        actions = list(choices)
         emit(
             "question",
             id=question,
