@@ -1,6 +1,6 @@
 """`lsp-agent doctor`: Python, git, ripgrep, the sandbox (a real probe), the model endpoint and
-model, and the settings in effect with where each came from; `--json` for tools (the Neovim
-plugin's `:checkhealth` runs it)."""
+model, each MCP server (started for real: `mcp/probe.py`), and the settings in effect with where
+each came from; `--json` for tools (the Neovim plugin's `:checkhealth` runs it)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lsp_agent import __version__
@@ -58,6 +59,9 @@ async def doctor(*, as_json: bool = False) -> int:
     for warning in warnings:
         line("config", False, warning)
     await _check_endpoint(settings, line)
+    from lsp_agent.mcp.probe import check_servers
+
+    await check_servers(settings, Path.cwd(), _home(), line)
     described = settings.describe()
     if as_json:
         document = {"version": __version__, "checks": checks, "config": described}
@@ -96,6 +100,13 @@ async def _check_endpoint(
         line("endpoint", False, error.message)
     finally:
         await provider.aclose()
+
+
+def _home() -> Path | None:
+    try:
+        return Path.home()
+    except RuntimeError:  # no home directory to speak of
+        return None
 
 
 def _shown(value: Any) -> str:

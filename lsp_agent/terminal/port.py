@@ -8,6 +8,7 @@ read from disk.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import sys
@@ -82,7 +83,8 @@ class TerminalPort:
             self._mid_line = not event["text"].endswith("\n")
         elif kind == "tool":
             self._end_line()
-            self.err.write(self._dim(f"→ {event['name']} {_short(event['args'])}") + "\n")
+            shown = _tool_line(event["name"], event["args"])
+            self.err.write(self._dim(f"→ {shown}") + "\n")
         elif kind == "toolResult":
             mark = "✓" if event["ok"] else "✗"
             self.err.write(self._dim(f"  {mark} {event['summary']}") + "\n")
@@ -163,6 +165,16 @@ def _read_text(path: Path) -> str | None:
 def _write_text(path: Path, text: str, bom: bool) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8"))
+
+
+def _tool_line(name: str, args: Any) -> str:
+    """A tool call in one line: `read_file path='a.py'`; an MCP server's tool as
+    `server · tool {arguments}` (its name is `mcp__<server>__<tool>`)."""
+    if name.startswith("mcp__") and "__" in name[5:]:
+        server, _, tool = name[5:].partition("__")
+        text = json.dumps(args, ensure_ascii=False) if args not in ({}, None) else ""
+        return f"{server} · {tool} {text[:77] + '…' if len(text) > 80 else text}".rstrip()
+    return f"{name} {_short(args)}"
 
 
 def _short(args: Any) -> str:
