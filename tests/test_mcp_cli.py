@@ -136,3 +136,45 @@ def test_without_a_server_configured_a_turn_never_imports_the_sdk(
     with_one = turn({"mcpServers": {"story": story(tmp_path / "marks")}})
     assert with_one["status"] == "completed"
     assert "mcp" in with_one["loaded"]
+
+
+HIDE_SDK = "import sys\nsys.modules['mcp'] = None  # as if lsp-agent[mcp] were not installed\n"
+
+
+def test_without_the_sdk_doctor_and_the_model_say_how_to_install_it(
+    tmp_path: Path, workspace: Path, model: ScriptedModel
+) -> None:
+    env = environment(tmp_path, LSP_AGENT_BASE_URL=model.base_url, LSP_AGENT_MODEL="test-model")
+    user_servers(tmp_path / "home", {"story": story(tmp_path / "marks")})
+    doctor = (
+        HIDE_SDK + "from lsp_agent.terminal.cli import main\nsys.exit(main(['doctor', '--json']))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", doctor],
+        env=env,
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    checks = {check["name"]: check for check in json.loads(done.stdout)["checks"]}
+    assert checks["mcp"]["status"] == "bad"
+    assert "pip install 'lsp-agent[mcp]'" in checks["mcp"]["detail"]
+
+    model.add(reply("I cannot use those tools."))
+    settings = {"baseUrl": model.base_url, "model": "test-model"}
+    script = HIDE_SDK + SDK_MODULES
+    turn = subprocess.run(
+        [sys.executable, "-c", script, json.dumps(settings), str(workspace), str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert turn.returncode == 0, turn.stderr
+    told = str(model.requests[0]["messages"][-1]["content"])
+    assert "the MCP SDK is not installed" in told
+    assert "pip install 'lsp-agent[mcp]'" in told
+    assert not (tmp_path / "marks").exists()
