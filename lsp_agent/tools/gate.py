@@ -8,6 +8,10 @@ client that cannot ask. The question shows the whole command, with characters th
 part of it made visible. While a question is open the turn's events say so (`question`: open,
 then answered, timedOut or withdrawn); a question the turn no longer waits for (cancelled,
 timed out) is withdrawn from the editor by the port.
+
+A tool of an MCP server is decided by its own rule kind (`permit_mcp`: asked by default, its
+arguments shown whole); `ask` puts the other questions a turn may have, whether to start a
+workspace's MCP server, the same way.
 """
 
 from __future__ import annotations
