@@ -15,6 +15,13 @@ function shorten(text: string, limit: number): string {
     return flat.length > limit ? flat.slice(0, limit - 1) + '…' : flat;
 }
 
+/** A tool's name as the user reads it: an MCP server's tool (`mcp__<server>__<tool>`) as
+ * `server · tool`, every other name as it is. */
+export function toolLabel(name: string): string {
+    const match = /^mcp__(.+?)__(.+)$/.exec(name);
+    return match ? `${match[1]} · ${match[2]}` : name;
+}
+
 /** A tool call's arguments in one short line. */
 export function describeArguments(args: unknown): string {
     if (args === undefined || args === null) {
@@ -175,7 +182,7 @@ export class TurnWriter {
             case 'start':
                 return event.continuing && event.message ? this.line(`_${event.message}_`) : '';
             case 'tool':
-                return this.line(`- \`${event.name}\` ${describeArguments(event.args)}`.trimEnd(), true);
+                return this.line(`- \`${toolLabel(event.name)}\` ${describeArguments(event.args)}`.trimEnd(), true);
             case 'toolResult':
                 return this.line(`  ${event.ok ? '✓' : '✗'} ${shorten(event.summary ?? '', 200)}`.trimEnd());
             case 'edit':
@@ -354,7 +361,7 @@ export function stepOf(event: AgentEvent, root?: string): string | undefined {
         case 'text':
             return 'writing the answer…';
         case 'tool':
-            return shorten(`${event.name} ${describeArguments(event.args)}`.trim(), 100);
+            return shorten(`${toolLabel(event.name)} ${describeArguments(event.args)}`.trim(), 100);
         case 'toolResult':
             return shorten(`${event.ok ? '✓' : '✗'} ${event.summary ?? event.name}`, 100);
         case 'edit':

@@ -11,6 +11,7 @@ import {
     OneAtATime,
     statusBarText,
     stepOf,
+    toolLabel,
     TurnWriter,
     usageText,
 } from '../src/events';
@@ -156,6 +157,15 @@ describe('describeArguments', () => {
         assert.equal(describeArguments(undefined), '');
         const patch = '--- a/one.txt\n+++ b/one.txt\n@@ -1 +1 @@\n-one\n+ONE\n--- /dev/null\n+++ b/new dir/two.txt\n';
         assert.equal(describeArguments({ patch }), 'one.txt, new dir/two.txt');
+    });
+});
+
+describe('toolLabel', () => {
+    it('shows a tool of an MCP server as server · tool, others as they are', () => {
+        assert.equal(toolLabel('mcp__github__get_issue'), 'github · get_issue');
+        assert.equal(toolLabel('mcp__my-docs__search__deep'), 'my-docs · search__deep');
+        assert.equal(toolLabel('read_file'), 'read_file');
+        assert.equal(stepOf({ ...base, kind: 'tool', name: 'mcp__git__status', args: { path: '.' } }), 'git · status .');
     });
 });
 

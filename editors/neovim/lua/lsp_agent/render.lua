@@ -155,11 +155,24 @@ function M.prompt(bufnr, prompt, where)
   M.lines(bufnr, lines, true)
 end
 
+--- A tool's name as the user reads it: a tool of an MCP server (`mcp__<server>__<tool>`) as
+--- `server · tool`, every other name as it is.
+--- @param name any
+--- @return string
+function M.tool_label(name)
+  local text = tostring(name)
+  local server, tool = text:match("^mcp__(.-)__(.+)$")
+  if server and server ~= "" then
+    return server .. " · " .. tool
+  end
+  return text
+end
+
 --- A tool call, on a line of its own.
 function M.tool(bufnr, name, args)
   M.lines(
     bufnr,
-    { ("- `%s` %s"):format(tostring(name), M.describe_arguments(args)) },
+    { ("- `%s` %s"):format(M.tool_label(name), M.describe_arguments(args)) },
     vim.b[bufnr][IN_TEXT]
   )
 end

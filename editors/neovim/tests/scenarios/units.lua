@@ -213,6 +213,13 @@ checks["highlight groups link to defaults a colourscheme can override"] = functi
   same(target("LspAgentReviewAdd"), "DiffAdd", "linked again after :colorscheme")
 end
 
+checks["a tool of an MCP server reads as server · tool"] = function()
+  local render = require("lsp_agent.render")
+  same(render.tool_label("mcp__github__get_issue"), "github · get_issue", "an MCP tool")
+  same(render.tool_label("mcp__docs__a__b"), "docs · a__b", "the server part ends first")
+  same(render.tool_label("read_file"), "read_file", "our own tools as they are")
+end
+
 checks["typeahead is flushed"] = function()
   H.feed("iabc")
   require("lsp_agent.compat").flush_typeahead()

@@ -5,7 +5,7 @@
  * Code's theme variables; icons are the bundled codicons. Runs under a strict content security
  * policy: this script (by nonce) and the bundled stylesheet and font, nothing else.
  */
-import { describeArguments, formatDuration, formatTokens, usageText } from '../events';
+import { describeArguments, formatDuration, formatTokens, toolLabel, usageText } from '../events';
 import { PromptHistory } from '../chat/input';
 import { createMarkdown, settledLength } from '../chat/markdown';
 import type { AnswerItem, ChatItem, EditItem, QuestionItem, ReviewRef, StatusItem, ToolItem } from '../chat/model';
@@ -213,10 +213,10 @@ function tool(item: ToolItem): HTMLElement {
     const details = h('details', { class: 'item tool' });
     const summary = h(
         'summary',
-        { 'aria-label': `${item.name} ${item.line}: ${stateWord}${item.summary ? `, ${item.summary}` : ''}` },
+        { 'aria-label': `${toolLabel(item.name)} ${item.line}: ${stateWord}${item.summary ? `, ${item.summary}` : ''}` },
         stateIcon(item.state),
         icon(TOOL_ICONS[item.name] ?? 'tools'),
-        h('span', { class: 'tool-name' }, item.name),
+        h('span', { class: 'tool-name' }, toolLabel(item.name)),
         h('span', { class: 'tool-line' }, item.line),
         item.summary ? h('span', { class: 'tool-summary' }, item.summary) : undefined,
     );
