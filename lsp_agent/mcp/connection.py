@@ -116,6 +116,9 @@ class Connection:
                 self.state, self.last_error = FAILED, _with(failed.message, failed.said)
                 self.log(f"MCP server {self.spec.name!r} did not start: {self.last_error}")
                 raise
+            except BaseException:  # cancelled with the turn that started it
+                self.state = STOPPED
+                raise
             self.state = RUNNING
             self.log(
                 f"MCP server {self.spec.name!r} started ({self.spec.transport}"
@@ -286,7 +289,8 @@ class Connection:
         if error.code == types.REQUEST_TIMEOUT:
             return self._no_answer(pipes)
         if error.code == types.CONNECTION_CLOSED:
-            return self._lost("it stopped during the call", pipes)
+            what = "it stopped during the call" if pipes else "its connection ended during the call"
+            return self._lost(what, pipes)
         return CallFailed(
             f"the MCP server {self.spec.name!r} refused the call: {error.message}", "refused"
         )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import importlib.util
+import traceback
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,7 +118,19 @@ class McpHub:
 
     async def open_session(self, ask: Asker) -> tuple[McpTools, list[str]]:
         """The tools of a session that starts now, and what the model should hear about the
-        servers (told once, in the reminder)."""
+        servers (told once, in the reminder). Never fails the turn: a fault of ours leaves the
+        session without MCP tools, says so in the log, and the model hears it."""
+        try:
+            return await self._open_session(ask)
+        except Exception as bug:
+            self.log("".join(traceback.format_exception(bug)))
+            note = (
+                f"lsp-agent could not prepare the MCP servers ({type(bug).__name__}: {bug}); "
+                "their tools are not available in this session."
+            )
+            return McpTools(hub=self), [note]
+
+    async def _open_session(self, ask: Asker) -> tuple[McpTools, list[str]]:
         async with self._lock:
             settings = self.settings()
             found = await asyncio.to_thread(configured, self.root, settings.mcp_servers, self.home)
@@ -142,7 +155,18 @@ class McpHub:
             wanted = [spec for spec in found.servers if await self._confirmed(spec, ask)]
             if not wanted:
                 return McpTools(hub=self), []
-            module = await asyncio.to_thread(importlib.import_module, "lsp_agent.mcp.connection")
+            try:
+                module = await asyncio.to_thread(
+                    importlib.import_module, "lsp_agent.mcp.connection"
+                )
+            except ImportError as error:  # an SDK of another major version, a broken install
+                names = ", ".join(spec.name for spec in wanted)
+                self.missing_sdk = (
+                    f"MCP servers are configured ({names}) but the MCP SDK cannot be loaded "
+                    f"({error}): install what lsp-agent needs with {INSTALL}"
+                )
+                self.log(self.missing_sdk)
+                return McpTools(hub=self), [f"{self.missing_sdk}. Tell the user."]
             connections = [await self._connection(spec, module) for spec in wanted]
             failures = await asyncio.gather(*(self._ready(c) for c in connections))
         catalog = Catalog()
@@ -283,6 +307,8 @@ async def status(
             entry.update({"state": "notStarted", "tools": 0, "calls": 0, "lastError": None})
         if not installed:
             entry.update(state="unavailable", lastError=NO_SDK.format(names=spec.name))
+        elif hub is not None and hub.missing_sdk is not None:
+            entry.update(state="unavailable", lastError=hub.missing_sdk)
         if spec.from_workspace:
             asked = hub.confirmations.get(spec.name) if hub is not None else None
             answer = remembered.get(spec.name)

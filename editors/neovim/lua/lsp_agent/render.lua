@@ -184,7 +184,7 @@ end
 
 function M.permission(bufnr, permission)
   local line = ("  permission for %s: %s"):format(
-    tostring(permission.name),
+    M.tool_label(permission.name),
     tostring(permission.decision)
   )
   M.lines(bufnr, { line }, false)

@@ -317,7 +317,7 @@ function question(item: QuestionItem): HTMLElement {
     const open = item.state === 'open';
     const card = h('article', { class: `item card question state-${item.state}`, role: 'group', 'aria-label': `The agent asks about ${item.name}` });
     card.append(
-        h('div', { class: 'card-title' }, icon('shield'), h('span', {}, `Permission: ${item.name}`)),
+        h('div', { class: 'card-title' }, icon('shield'), h('span', {}, `Permission: ${toolLabel(item.name)}`)),
         h('div', { class: 'question-text' }, item.text),
     );
     if (open && item.actions.length > 0) {
