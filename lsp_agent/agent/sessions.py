@@ -28,7 +28,6 @@ from lsp_agent.context.reminder import FileChangeSource
 from lsp_agent.context.tokens import TokenMeter, request_bytes
 from lsp_agent.context.view import ContextState, build_request, restore_state
 from lsp_agent.errors import UserError
-from lsp_agent.mcp.approvals import Approvals
 from lsp_agent.mcp.hub import McpHub
 from lsp_agent.messages import Usage, estimate_tokens, frozen
 from lsp_agent.model import Provider, make_provider
@@ -112,7 +111,7 @@ class Agent:
             workspace.root,
             lambda: self.settings,
             home=home,
-            approvals=Approvals(store.directory),
+            state=store.directory,
             log=port.log,
         )
         """The workspace's MCP servers, started for the sessions that need them."""

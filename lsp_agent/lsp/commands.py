@@ -427,7 +427,6 @@ async def _mcp_status(folder: Folder, settings: Settings) -> dict[str, Any]:
     configured (the configuration read again now)."""
     if folder.agent is not None:
         return await folder.agent.mcp.status()
-    from lsp_agent.mcp.approvals import Approvals
     from lsp_agent.mcp.hub import status
     from lsp_agent.session.store import SessionStore
 
@@ -435,8 +434,8 @@ async def _mcp_status(folder: Folder, settings: Settings) -> dict[str, Any]:
         home: Path | None = Path.home()
     except RuntimeError:
         home = None
-    approvals = Approvals(SessionStore(folder.root).directory)
-    return await status(folder.root, settings.mcp_servers, home, approvals, None)
+    state = SessionStore(folder.root).directory
+    return await status(folder.root, settings.mcp_servers, home, state, None)
 
 
 def _sandbox_availability(agent: Agent | None) -> Availability:

@@ -7,7 +7,8 @@ worker thread the first time — and their tools become the session's `McpTools`
 life. A server that cannot start leaves its tools out and the model is told once, in the
 reminder. Calls go to the server's `Connection`; its faults come back as the call's result.
 
-With no server configured nothing is started and the SDK is never imported.
+With no server configured nothing is started and the SDK is never imported; this module is
+the only one of `mcp/` the agent loads before a session reads the configuration.
 """
 
 from __future__ import annotations
@@ -17,26 +18,18 @@ import importlib
 import importlib.util
 import traceback
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lsp_agent.config import Settings
 from lsp_agent.context.cap import Excerpt, Spills
-from lsp_agent.mcp.approvals import (
-    CONFIRM_ACTIONS,
-    NEVER,
-    NOT_NOW,
-    START,
-    Approvals,
-    confirmation_text,
-)
-from lsp_agent.mcp.catalog import Catalog, McpTool
-from lsp_agent.mcp.servers import WORKSPACE_FILE, Configured, ServerSpec, configured
 from lsp_agent.safety.untrusted import mark_untrusted
 
 if TYPE_CHECKING:
+    from lsp_agent.mcp.catalog import Catalog, McpTool
     from lsp_agent.mcp.connection import Connection, StartFailed
+    from lsp_agent.mcp.servers import Configured, ServerSpec
 
 Asker = Callable[[str, str, Sequence[str]], Awaitable[str | None]]
 """Asks the user `(name, text, actions)`; the action chosen, or None."""
@@ -65,17 +58,19 @@ class Answer:
 class McpTools:
     """One session's MCP tools, fixed when its first turn started them."""
 
-    catalog: Catalog = field(default_factory=Catalog)
+    catalog: Catalog | None = None
+    """None: the session has no MCP tools."""
     hub: McpHub | None = None
 
     def __contains__(self, name: object) -> bool:
-        return name in self.catalog
+        return self.catalog is not None and name in self.catalog
 
     def __getitem__(self, name: str) -> McpTool:
+        assert self.catalog is not None
         return self.catalog[name]
 
     def schemas(self) -> list[dict[str, Any]]:
-        return self.catalog.schemas()
+        return self.catalog.schemas() if self.catalog is not None else []
 
     async def call(
         self, tool: McpTool, arguments: Mapping[str, Any], spills: Spills, limit: int
@@ -93,7 +88,7 @@ class McpHub:
         settings: Callable[[], Settings],
         *,
         home: Path | None,
-        approvals: Approvals,
+        state: Path,
         log: Callable[[str], None],
     ) -> None:
         self.root = root
@@ -101,10 +96,11 @@ class McpHub:
         """The settings in effect (`mcpServers`), read at each session's start."""
         self.home = home
         """Where `~/.agents/mcp.json` and `~/.agents/env` are."""
-        self.approvals = approvals
+        self.state = state
+        """The workspace's state folder, where the answers about its own servers are kept."""
         self.log = log
-        self.found = Configured()
-        """The configuration as last read."""
+        self.problems: tuple[str, ...] = ()
+        """What was wrong with the configuration as last read (each logged once)."""
         self.connections: dict[str, Connection] = {}
         """The servers started at least once, by name."""
         self.confirmations: dict[str, str] = {}
@@ -131,13 +127,15 @@ class McpHub:
             return McpTools(hub=self), [note]
 
     async def _open_session(self, ask: Asker) -> tuple[McpTools, list[str]]:
+        from lsp_agent.mcp.servers import configured
+
         async with self._lock:
             settings = self.settings()
             found = await asyncio.to_thread(configured, self.root, settings.mcp_servers, self.home)
             for problem in found.problems:
-                if problem not in self.found.problems:
+                if problem not in self.problems:
                     self.log(problem)
-            self.found = found
+            self.problems = found.problems
             await self._forget_removed({spec.name for spec in found.servers})
             if not found.servers:
                 return McpTools(hub=self), []
@@ -169,6 +167,8 @@ class McpHub:
                 return McpTools(hub=self), [f"{self.missing_sdk}. Tell the user."]
             connections = [await self._connection(spec, module) for spec in wanted]
             failures = await asyncio.gather(*(self._ready(c) for c in connections))
+        from lsp_agent.mcp.catalog import Catalog
+
         catalog = Catalog()
         notes = []
         for connection, failure in zip(connections, failures, strict=True):
@@ -227,21 +227,32 @@ class McpHub:
     async def status(self) -> dict[str, Any]:
         """Each configured server (read again now) with its state and last error, for
         `lspAgent.status`."""
-        return await status(self.root, self.settings().mcp_servers, self.home, self.approvals, self)
+        return await status(self.root, self.settings().mcp_servers, self.home, self.state, self)
 
     async def _confirmed(self, spec: ServerSpec, ask: Asker) -> bool:
         """Whether the server may start: always for the user's own; for the workspace's, once
         the user said `Start` (now or before, for this exact command)."""
+        from lsp_agent.mcp.approvals import (
+            CONFIRM_ACTIONS,
+            NEVER,
+            NOT_NOW,
+            START,
+            Approvals,
+            confirmation_text,
+        )
+        from lsp_agent.mcp.servers import WORKSPACE_FILE
+
         if not spec.from_workspace:
             return True
-        remembered = await asyncio.to_thread(self.approvals.answer, spec)
+        approvals = Approvals(self.state)
+        remembered = await asyncio.to_thread(approvals.answer, spec)
         if remembered is not None:
             self.confirmations[spec.name] = "confirmed" if remembered == "start" else "declined"
             return remembered == "start"
         answer = await ask(f"mcp__{spec.key}", confirmation_text(spec), CONFIRM_ACTIONS)
         if answer in (START, NEVER):
             await asyncio.to_thread(
-                self.approvals.remember, spec, "start" if answer == START else "never"
+                approvals.remember, spec, "start" if answer == START else "never"
             )
         self.confirmations[spec.name] = {START: "confirmed", NEVER: "declined"}.get(
             answer or "", "notNow" if answer == NOT_NOW else "unanswered"
@@ -281,12 +292,17 @@ async def status(
     root: Path,
     setting: Mapping[str, Any] | None,
     home: Path | None,
-    approvals: Approvals,
+    state: Path,
     hub: McpHub | None,
 ) -> dict[str, Any]:
     """The `mcp` part of `lspAgent.status`, `{servers, problems}`: each configured server
     (the configuration read now) with what it is doing; for a folder without an agent yet,
     what is configured."""
+
+    from lsp_agent.mcp.approvals import Approvals
+    from lsp_agent.mcp.servers import configured
+
+    approvals = Approvals(state)
 
     def read() -> tuple[Configured, dict[str, Any], bool]:
         found = configured(root, setting, home)

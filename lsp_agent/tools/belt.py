@@ -22,13 +22,11 @@ import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lsp_agent.config import Settings
 from lsp_agent.context.cap import Spills, render
 from lsp_agent.errors import ToolError
-from lsp_agent.mcp.catalog import McpTool
-from lsp_agent.mcp.hub import McpHub, McpTools
 from lsp_agent.messages import NAMELESS_TOOL
 from lsp_agent.port import Document, EditorPort
 from lsp_agent.safety.limits import Budget
@@ -43,6 +41,10 @@ from lsp_agent.tools.skills import LOAD_SKILL, SkillLocks, load_skill_schema
 from lsp_agent.tools.stats import EDIT_TOOLS, EditAttempt, EditStats
 from lsp_agent.tools.todo import TODO_SCHEMA, Plan
 from lsp_agent.tools.workspace import Workspace
+
+if TYPE_CHECKING:
+    from lsp_agent.mcp.catalog import McpTool
+    from lsp_agent.mcp.hub import McpHub, McpTools
 
 TOOL_SCHEMAS: list[dict[str, Any]] = [
     {
