@@ -4,6 +4,8 @@ needs, good and bad, over stdio or streamable HTTP on loopback.
     python tests/mcp_story_server.py MARKS                 stdio
     python tests/mcp_story_server.py MARKS --http          HTTP on 127.0.0.1, its URL on stdout
     python tests/mcp_story_server.py MARKS --fail           exits at once, saying why on stderr
+    python tests/mcp_story_server.py MARKS --stubborn       ignores SIGTERM and the end of its
+                                                            stdin, and leaves a child behind
 
 `MARKS` is a folder where the server leaves facts a test can check without asking it: a file
 `started-<pid>` when it starts, and what its `touch` tool makes. Over HTTP, when the environment
@@ -22,7 +24,9 @@ import asyncio
 import base64
 import json
 import os
+import signal
 import socket
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -163,6 +167,7 @@ def main() -> None:
     parser.add_argument("marks", type=Path)
     parser.add_argument("--http", action="store_true")
     parser.add_argument("--fail", action="store_true")
+    parser.add_argument("--stubborn", action="store_true")
     args = parser.parse_args()
     if args.fail:
         print("story server: cannot start, its configuration is missing", file=sys.stderr)
@@ -175,7 +180,14 @@ def main() -> None:
     else:
         global WIRE
         WIRE = os.dup(1)
+        if args.stubborn:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+            (args.marks / f"child-{child.pid}").write_text("started\n")
         anyio.run(serve_stdio, make_server(args.marks, "stdio"))
+        if args.stubborn:
+            print("story server: my stdin ended, and I stay", file=sys.stderr, flush=True)
+            signal.pause()
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ disk and in /proc, not taken from the server's word."""
 from __future__ import annotations
 
 import json
+import os
 import select
 import subprocess
 import sys
@@ -99,6 +100,9 @@ async def test_a_tool_is_listed_then_runs_once_the_user_allows_it_and_stops_with
     assert editor.events_of("permission")[0]["decision"] == "allow"
     assert editor.events_of("toolResult")[0]["ok"] is True
 
+    logged = [message.message for message in editor.client.log_messages]
+    assert any("MCP server 'story': story server ready" in line for line in logged)  # stderr
+    assert any("tool 'broken' is left out: its input schema" in line for line in logged)
     (server,) = status.mcp.servers
     assert (server.server, server.state, server.tools, server.calls) == ("story", "running", 9, 1)
     assert server.pid > 0
@@ -271,6 +275,9 @@ async def test_no_answer_or_garbage_is_told_as_the_calls_result(
     assert said in told(model, tool)
     assert "echo: still" in told(model, "mcp__story__echo")  # the same server goes on
     assert said in status.mcp.servers[0].lastError
+    if tool == "mcp__story__garbage":
+        logged = [message.message for message in editor.client.log_messages]
+        assert any("wrote a line that is not JSON-RPC" in line for line in logged)
 
 
 async def test_a_50_mb_answer_is_capped_and_spilled(
@@ -294,7 +301,7 @@ async def test_a_50_mb_answer_is_capped_and_spilled(
 @pytest.fixture
 def http_story(marks: Path) -> Iterator[str]:
     """A story server over streamable HTTP on loopback that wants `Bearer story-token`."""
-    env = {**processes_env(), "STORY_TOKEN": "story-token"}
+    env = {**os.environ, "STORY_TOKEN": "story-token"}
     server = subprocess.Popen(
         [sys.executable, str(STORY), str(marks), "--http"],
         stdout=subprocess.PIPE,
@@ -307,12 +314,6 @@ def http_story(marks: Path) -> Iterator[str]:
     yield server.stdout.readline().strip()
     server.terminate()
     server.wait(timeout=10)
-
-
-def processes_env() -> dict[str, str]:
-    import os
-
-    return dict(os.environ)
 
 
 async def test_an_http_server_gets_its_token_from_a_named_variable(

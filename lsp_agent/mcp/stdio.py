@@ -175,7 +175,7 @@ class Pipes:
                     return
                 except asyncio.LimitOverrunError:
                     self.fault = (
-                        f"it sent a message larger than {MAX_MESSAGE_BYTES // (1024 * 1024)} MB, "
+                        f"it sent a message larger than {MAX_MESSAGE_BYTES / 1024**2:g} MB, "
                         "more than lsp-agent takes from a server, so it was stopped"
                     )
                     self.log(f"MCP server {self.name!r}: {self.fault}")
