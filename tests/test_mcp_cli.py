@@ -104,7 +104,8 @@ async def main() -> None:
     result = await agent.ask("hello")
     await agent.aclose()
     loaded = [m for m in sys.modules if m.split(".")[0] in ("mcp", "mcp_types", "httpx2")]
-    print(json.dumps({"status": result.status, "loaded": sorted(loaded)}))
+    outcome = {"status": result.status, "loaded": sorted(loaded), "warned": port.warned}
+    print(json.dumps(outcome))
 
 asyncio.run(main())
 """
@@ -131,7 +132,7 @@ def test_without_a_server_configured_a_turn_never_imports_the_sdk(
         return outcome
 
     without = turn({})
-    assert without == {"status": "completed", "loaded": []}
+    assert without == {"status": "completed", "loaded": [], "warned": []}
     # The control: a server configured, and the same turn loads the SDK to start it.
     with_one = turn({"mcpServers": {"story": story(tmp_path / "marks")}})
     assert with_one["status"] == "completed"
@@ -174,6 +175,8 @@ def test_without_the_sdk_doctor_and_the_model_say_how_to_install_it(
         check=False,
     )
     assert turn.returncode == 0, turn.stderr
+    (warned,) = json.loads(turn.stdout.splitlines()[-1])["warned"]  # the user sees it once
+    assert "pip install 'lsp-agent[mcp]'" in warned
     told = str(model.requests[0]["messages"][-1]["content"])
     assert "the MCP SDK is not installed" in told
     assert "pip install 'lsp-agent[mcp]'" in told

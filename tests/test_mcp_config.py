@@ -118,13 +118,18 @@ def test_the_workspace_file_is_read_as_data_only(root: Path, tmp_path: Path) -> 
     (root / WORKSPACE_FILE).symlink_to(outside)
     found = configured(root, None, None)
     assert found.servers == ()
-    assert found.problems == (f"{WORKSPACE_FILE} is a symbolic link: not read",)
+    assert found.problems == (f"{WORKSPACE_FILE} links outside the workspace: not read",)
+
+    (root / WORKSPACE_FILE).unlink()
+    write_json(root / "tools" / "mcp.json", {"mcpServers": {"inside": {"command": "x"}}})
+    (root / WORKSPACE_FILE).symlink_to(root / "tools" / "mcp.json")  # inside: fine
+    assert [spec.name for spec in configured(root, None, None).servers] == ["inside"]
 
     (root / WORKSPACE_FILE).unlink()
     os.mkfifo(root / WORKSPACE_FILE)  # a read would block for ever
     found = configured(root, None, None)
     assert found.servers == ()
-    assert found.problems == (f"{WORKSPACE_FILE} is not a regular file: not read",)
+    assert found.problems == (f"{WORKSPACE_FILE} is a pipe (FIFO), not a regular file: not read",)
 
     (root / WORKSPACE_FILE).unlink()
     padding = " " * MAX_FILE_BYTES

@@ -113,6 +113,7 @@ class Agent:
             home=home,
             state=store.directory,
             log=port.log,
+            warn=port.warn,
         )
         """The workspace's MCP servers, started for the sessions that need them."""
 

@@ -90,6 +90,7 @@ class McpHub:
         home: Path | None,
         state: Path,
         log: Callable[[str], None],
+        warn: Callable[[str], None],
     ) -> None:
         self.root = root
         self.settings = settings
@@ -99,8 +100,12 @@ class McpHub:
         self.state = state
         """The workspace's state folder, where the answers about its own servers are kept."""
         self.log = log
+        self.warn = warn
+        """One line the user sees: a configuration that cannot be used, a missing SDK (each
+        said once)."""
+        self._warned: set[str] = set()
         self.problems: tuple[str, ...] = ()
-        """What was wrong with the configuration as last read (each logged once)."""
+        """What was wrong with the configuration as last read."""
         self.connections: dict[str, Connection] = {}
         """The servers started at least once, by name."""
         self.confirmations: dict[str, str] = {}
@@ -133,8 +138,7 @@ class McpHub:
             settings = self.settings()
             found = await asyncio.to_thread(configured, self.root, settings.mcp_servers, self.home)
             for problem in found.problems:
-                if problem not in self.problems:
-                    self.log(problem)
+                self._warn_once(problem)
             self.problems = found.problems
             await self._forget_removed({spec.name for spec in found.servers})
             if not found.servers:
@@ -142,7 +146,7 @@ class McpHub:
             if importlib.util.find_spec("mcp") is None:
                 names = ", ".join(spec.name for spec in found.servers)
                 self.missing_sdk = NO_SDK.format(names=names)
-                self.log(self.missing_sdk)
+                self._warn_once(self.missing_sdk)
                 note = (
                     f"The user configured MCP servers ({names}), but lsp-agent cannot start "
                     f"them: the MCP SDK is not installed. If their tools are needed, tell the "
@@ -163,7 +167,7 @@ class McpHub:
                     f"MCP servers are configured ({names}) but the MCP SDK cannot be loaded "
                     f"({error}): install what lsp-agent needs with {INSTALL}"
                 )
-                self.log(self.missing_sdk)
+                self._warn_once(self.missing_sdk)
                 return McpTools(hub=self), [f"{self.missing_sdk}. Tell the user."]
             connections = [await self._connection(spec, module) for spec in wanted]
             failures = await asyncio.gather(*(self._ready(c) for c in connections))
@@ -281,6 +285,11 @@ class McpHub:
         except StartFailed as failed:
             return failed
         return None
+
+    def _warn_once(self, message: str) -> None:
+        if message not in self._warned:
+            self._warned.add(message)
+            self.warn(message)
 
     async def _forget_removed(self, names: set[str]) -> None:
         for name in [n for n in self.connections if n not in names]:

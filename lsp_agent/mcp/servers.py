@@ -8,8 +8,9 @@ leaves it out. A value of `args`, `env`, `url` or `headers` may name an environm
 `${NAME}` or `${env:NAME}`, instead of holding a secret: it is looked up in the environment,
 then in `~/.agents/env`, when the server starts.
 
-The workspace's file comes with the repository, so it is read as data only: a regular file at
-the workspace's root (not a symbolic link, not a FIFO), at most `MAX_FILE_BYTES`. Its servers
+The workspace's file comes with the repository, so it is read as data only, as the server reads
+every file of the workspace by itself (`safety/reading.py`): a regular file inside the workspace
+(a symbolic link out of it, a FIFO or a device is refused), at most `MAX_FILE_BYTES`. Its servers
 are started only once the user confirmed them (`approvals.py`); a name the user configured
 themselves always means the user's server.
 
@@ -18,13 +19,11 @@ Plain blocking code: `configured()` reads files, so the server calls it in a thr
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import os
 import re
 import shlex
-import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +31,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from lsp_agent.config import read_env_file
+from lsp_agent.safety.reading import Read, Refused, read_confined, read_regular
 
 USER_SETTING = "lspAgent.mcpServers"
 USER_FILE = "~/.agents/mcp.json"
@@ -215,51 +215,40 @@ def variable_lookup(home: Path | None) -> Callable[[str], str | None]:
 
 
 def _read_user_file(path: Path | None, problems: list[str]) -> Mapping[str, Any] | None:
+    """`~/.agents/mcp.json`: the user's own file (a symbolic link is followed), a regular
+    file of at most `MAX_FILE_BYTES`."""
     if path is None:
         return None
     try:
-        with path.open("rb") as handle:
-            data = handle.read(MAX_FILE_BYTES + 1)
+        found = read_regular(path, MAX_FILE_BYTES)
     except FileNotFoundError:
         return None
-    except OSError as error:
-        problems.append(f"{USER_FILE} cannot be read ({error.strerror or error}): ignored")
+    except Refused as refused:
+        problems.append(str(refused).replace(str(path), USER_FILE))
         return None
-    return _entries(data, USER_FILE, problems)
+    return _entries(found, USER_FILE, problems)
 
 
 def _read_workspace_file(root: Path, problems: list[str]) -> Mapping[str, Any] | None:
-    """The workspace's `.mcp.json` as data: a regular file at the root, never followed out of
-    it through a symbolic link, never a FIFO that would block the read, at most
-    `MAX_FILE_BYTES`."""
-    path = root / WORKSPACE_FILE
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    """The workspace's `.mcp.json` as data: a regular file inside the workspace, never
+    followed out of it, never a FIFO that would block the read, at most `MAX_FILE_BYTES`."""
     try:
-        fd = os.open(path, flags)
+        found = read_confined(root, root / WORKSPACE_FILE, MAX_FILE_BYTES, name=WORKSPACE_FILE)
     except FileNotFoundError:
         return None
-    except OSError as error:
-        if error.errno == errno.ELOOP:
-            problems.append(f"{WORKSPACE_FILE} is a symbolic link: not read")
-        else:
-            problems.append(f"{WORKSPACE_FILE} cannot be read ({error.strerror}): ignored")
+    except Refused as refused:
+        problems.append(str(refused))
         return None
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            problems.append(f"{WORKSPACE_FILE} is not a regular file: not read")
-            return None
-        data = handle.read(MAX_FILE_BYTES + 1)
-    return _entries(data, WORKSPACE_FILE, problems)
+    return _entries(found, WORKSPACE_FILE, problems)
 
 
-def _entries(data: bytes, source: str, problems: list[str]) -> Mapping[str, Any] | None:
+def _entries(found: Read, source: str, problems: list[str]) -> Mapping[str, Any] | None:
     """The `mcpServers` object of a configuration file's bytes."""
-    if len(data) > MAX_FILE_BYTES:
+    if found.cut:
         problems.append(f"{source} is larger than {MAX_FILE_BYTES // 1024} KB: not read")
         return None
     try:
-        document = json.loads(data.decode("utf-8"))
+        document = json.loads(found.data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         problems.append(f"{source} is not valid JSON ({error}): ignored")
         return None
