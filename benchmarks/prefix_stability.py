@@ -16,7 +16,12 @@ from the transcript) with its own pair's share. Tokens are bytes ÷ 3.8 (a token
 the 3.5 the estimates assume, as a real one is); a request's cached tokens are the bytes it
 shares with the one before it, as a prefix cache would serve them.
 
+With `--mcp`, a third session mixes in calls of an MCP server's tool (`tests/mcp_story_server.py`
+over stdio, allowed by a rule): the session's tool list then holds the server's tools, fixed
+when its first turn started the server.
+
 Usage: .venv/bin/python benchmarks/prefix_stability.py [--calls N] [--window TOKENS] [--seed N]
+       [--mcp]
 """
 
 from __future__ import annotations
@@ -220,6 +225,8 @@ class ServedScript:
     """The workspace's source files and their lines, as the model knows them."""
     logs: list[str]
     """Files whose `cat` prints a command's output."""
+    mcp: bool = False
+    """Mix in calls of the story server's `echo` tool."""
     plan: deque[Step] = field(default_factory=deque)
     edited: set[tuple[str, int]] = field(default_factory=set)
     read: set[str] = field(default_factory=set)
@@ -241,6 +248,9 @@ class ServedScript:
         return self.plan.popleft()
 
     def _tool(self) -> Step:
+        if self.mcp and self.rng.random() < 0.25:
+            words = " ".join(self.rng.choice(WORDS) for _ in range(self.rng.randint(50, 2_000)))
+            return tool_call("mcp__story__echo", {"text": words})
         roll = self.rng.random()
         unread = [path for path in self.files if path not in self.read]
         if roll < 0.45 or not self.read:
@@ -306,7 +316,12 @@ def source_lines(rng: random.Random, size: int, file: int) -> list[str]:
     return lines
 
 
-async def serve_session(calls: int, settings: dict[str, Any], seed: int) -> Outcome:
+STORY = Path(__file__).resolve().parents[1] / "tests" / "mcp_story_server.py"
+
+
+async def serve_session(
+    calls: int, settings: dict[str, Any], seed: int, *, mcp: bool = False
+) -> Outcome:
     """Run `calls` model calls through `lsp-agent serve` with `settings`; what was sent."""
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory(prefix="lsp-agent-prefix-") as temp:
@@ -315,7 +330,11 @@ async def serve_session(calls: int, settings: dict[str, Any], seed: int) -> Outc
         state, home = base / "state", base / "home"
         state.mkdir()
         home.mkdir()
-        script = ServedScript(rng, files, logs)
+        if mcp:
+            story = {"command": sys.executable, "args": [str(STORY), str(base / "marks")]}
+            allowed = {"tool": "mcp__story__echo", "decision": "allow"}
+            settings = {**settings, "mcpServers": {"story": story}, "permissions": [allowed]}
+        script = ServedScript(rng, files, logs, mcp=mcp)
         with ScriptedModel() as model:
             every = {"baseUrl": model.base_url, "model": "test-model", **settings}
             editor = await start_editor(
@@ -428,6 +447,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=50)
     parser.add_argument("--window", type=int, default=128_000)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--mcp", action="store_true", help="also a session with MCP tool calls")
     args = parser.parse_args()
     print("scripted session through lsp-agent serve; bodies as the endpoint received them\n")
     window = {"contextWindow": args.window}
@@ -435,6 +455,10 @@ def main() -> None:
     print()
     tight = {"contextWindow": 32_000}
     report(asyncio.run(serve_session(args.calls, tight, args.seed)), "same session, window 32,000")
+    if args.mcp:
+        print()
+        served = asyncio.run(serve_session(args.calls, window, args.seed, mcp=True))
+        report(served, f"a session with MCP tool calls, window {args.window:,}")
 
 
 if __name__ == "__main__":
