@@ -8,6 +8,7 @@ disk and in /proc, not taken from the server's word."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import select
@@ -405,3 +406,26 @@ async def test_the_tool_list_is_fixed_for_a_session_and_the_prefix_holds(
     assert "mcp__later__echo" not in tool_names(session_requests[-1])
     assert "mcp__later__echo" in tool_names(model.requests[-1])
     assert "echo: new" in told(model, "mcp__later__echo")
+
+
+async def test_a_turn_cancelled_during_a_call_leaves_the_server_usable(
+    launch: Launcher, model: ScriptedModel, marks: Path
+) -> None:
+    settings = settings_for(
+        model, mcpServers={"story": story(marks)}, permissions=[ALL_STORY_TOOLS]
+    )
+    model.add(tool_call("mcp__story__hang", {}))
+    async with launch("visual-studio-code", settings) as editor:
+        session = (await editor.command("lspAgent.newSession", {})).session
+        editor.session = session
+        asked = asyncio.create_task(editor.ask("wait for ever"))
+        await editor.wait_for_event("tool", name="mcp__story__hang")
+        await editor.command("lspAgent.cancel", {"session": session})
+        cancelled = await asked
+        model.add(tool_call("mcp__story__echo", {"text": "again"}), reply("Fine."))
+        after = await editor.ask("go on")
+
+    assert cancelled.status == "cancelled"
+    assert after.status == "completed"
+    assert "echo: again" in told(model, "mcp__story__echo")
+    assert len(started(marks)) == 1  # the same process answered
