@@ -230,6 +230,8 @@ async def test_a_server_that_does_not_start_is_told_once_and_the_turn_goes_on(
     (server,) = status.mcp.servers
     assert server.state == "failed"
     assert "exit status 2" in server.lastError
+    shown = [m.message for m in editor.client.messages if m.type == types.MessageType.Warning]
+    assert any("MCP server 'story' did not start" in message for message in shown)
 
 
 async def test_a_server_that_crashes_mid_call_is_told_and_started_again(

@@ -101,8 +101,8 @@ class McpHub:
         """The workspace's state folder, where the answers about its own servers are kept."""
         self.log = log
         self.warn = warn
-        """One line the user sees: a configuration that cannot be used, a missing SDK (each
-        said once)."""
+        """One line the user sees: a configuration that cannot be used, a server that does not
+        start, a missing SDK (each said once)."""
         self._warned: set[str] = set()
         self.problems: tuple[str, ...] = ()
         """What was wrong with the configuration as last read."""
@@ -181,6 +181,7 @@ class McpHub:
                 self.left_out[connection.spec.name] = left_out
                 continue
             name = connection.spec.name
+            self._warn_once(f"MCP server {name!r} did not start: {failure.message}")
             note = (
                 f"The MCP server {name!r} could not start ({failure.message}); its tools are "
                 "not available in this session."
