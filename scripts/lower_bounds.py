@@ -17,6 +17,9 @@ import tomllib
 from pathlib import Path
 
 REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*(.*?)\s*(;.*)?$")
+RUNTIME_EXTRAS = ("mcp",)
+"""Extras whose packages the server imports (pinned too)."""
+
 LOWER = re.compile(r">=\s*([0-9][A-Za-z0-9.+!-]*)")
 
 
@@ -24,7 +27,11 @@ def lower_bounds(pyproject: Path) -> list[str]:
     """`name==version` for each runtime dependency, at its declared lower bound."""
     project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
     pins = []
-    for requirement in project["dependencies"]:
+    # The runtime dependencies, and those of the extras a user installs to run the server
+    # (not `test`, the tests' own tools).
+    extras = project.get("optional-dependencies", {})
+    runtime = [*project["dependencies"], *(r for name in RUNTIME_EXTRAS for r in extras[name])]
+    for requirement in runtime:
         match = REQUIREMENT.match(requirement)
         if match is None:
             raise SystemExit(f"cannot read the requirement {requirement!r}")

@@ -161,7 +161,7 @@ def test_without_the_sdk_doctor_and_the_model_say_how_to_install_it(
     )
     checks = {check["name"]: check for check in json.loads(done.stdout)["checks"]}
     assert checks["mcp"]["status"] == "bad"
-    assert "pip install 'lsp-agent[mcp]'" in checks["mcp"]["detail"]
+    assert "pip install '.[mcp]'" in checks["mcp"]["detail"]
 
     model.add(reply("I cannot use those tools."))
     settings = {"baseUrl": model.base_url, "model": "test-model"}
@@ -176,8 +176,8 @@ def test_without_the_sdk_doctor_and_the_model_say_how_to_install_it(
     )
     assert turn.returncode == 0, turn.stderr
     (warned,) = json.loads(turn.stdout.splitlines()[-1])["warned"]  # the user sees it once
-    assert "pip install 'lsp-agent[mcp]'" in warned
+    assert "pip install '.[mcp]'" in warned
     told = str(model.requests[0]["messages"][-1]["content"])
     assert "the MCP SDK is not installed" in told
-    assert "pip install 'lsp-agent[mcp]'" in told
+    assert "pip install '.[mcp]'" in told
     assert not (tmp_path / "marks").exists()

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 Asker = Callable[[str, str, Sequence[str]], Awaitable[str | None]]
 """Asks the user `(name, text, actions)`; the action chosen, or None."""
 
-INSTALL = "pip install 'lsp-agent[mcp]'"
+INSTALL = "pip install '.[mcp]' from the lsp-agent checkout it was installed from"
 NO_SDK = (
     "MCP servers are configured ({names}) but the MCP SDK is not installed in lsp-agent's "
     f"Python: install it with {INSTALL} (the same environment as lsp-agent)"

@@ -55,6 +55,7 @@ export const SERVER_SETTINGS = [
     'readOnlyPaths',
     'prices',
     'codeActions',
+    'mcpServers',
 ] as const;
 
 export type ServerSetting = (typeof SERVER_SETTINGS)[number];
