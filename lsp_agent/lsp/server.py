@@ -81,6 +81,8 @@ class AgentServer(LanguageServer):
         """The client's capabilities, as `initialize` sent them."""
         self.position_encoding = "utf-16"
         """The position encoding agreed at `initialize`."""
+        self.client_name = ""
+        """The client's `clientInfo.name` (`helix`, `Neovim`, `Eglot`, …), "" when it sent none."""
         self.settings: Settings | None = None
         """The settings in effect, once the editor's have been read."""
         self.editor_settings: dict[str, Any] = {}
@@ -399,6 +401,7 @@ class AgentServer(LanguageServer):
         """Take what `initialize` says (capabilities, folders, settings); pygls answers with
         the capabilities of the features registered here."""
         self.capabilities = params.capabilities
+        self.client_name = params.client_info.name if params.client_info is not None else ""
         # pygls advertises the encoding it chooses here; the server counts in the same one.
         encoding = ServerCapabilitiesBuilder.choose_position_encoding(params.capabilities)
         self.position_encoding = (
