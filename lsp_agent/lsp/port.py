@@ -24,6 +24,7 @@ from lsp_agent.lsp import names, positions
 from lsp_agent.lsp.arguments import ClientOptions
 from lsp_agent.lsp.documents import Buffer
 from lsp_agent.port import Document, EditOutcome, EditProposal, wait_until
+from lsp_agent.safety.permissions import ANSWER_DENY
 
 ANNOTATION_ID = "lsp-agent"
 
@@ -258,10 +259,15 @@ class LspPort:
         return False
 
     async def ask_user(self, question: str, actions: Sequence[str]) -> str | None:
+        """`window/showMessageRequest`, the refusal first: eglot offers the first action as the
+        default (RET takes it) and Helix preselects it (Enter takes it), so a stray key denies.
+        An error answer (a client that cannot ask, a prompt the user quit, a cancelled
+        request) or no choice is None at once: the gate counts it as Deny."""
+        ordered = sorted(actions, key=lambda action: action != ANSWER_DENY)
         params = types.ShowMessageRequestParams(
             type=types.MessageType.Warning,
             message=question,
-            actions=[types.MessageActionItem(title=action) for action in actions],
+            actions=[types.MessageActionItem(title=action) for action in ordered],
         )
         try:
             answer = await self.request(types.WINDOW_SHOW_MESSAGE_REQUEST, params)
