@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -161,6 +161,8 @@ class Connection(Protocol):
     capabilities: types.ClientCapabilities
     position_encoding: str
     client_name: str
+
+    def shown_path(self, uri: str) -> str: ...
 
     @property
     def work_done_progress(self) -> Progress: ...
@@ -338,7 +340,7 @@ class LspPort:
         token = self.progress.get(event["session"])
         if token is None:
             return
-        message = progress_message(event)
+        message = progress_message(event, self.server.shown_path)
         if message is not None:
             self.report(
                 token, types.WorkDoneProgressReport(message=message[:200], cancellable=True)
@@ -369,15 +371,16 @@ def _apply_result(result: Any) -> tuple[bool, str | None]:
     return result.applied is True, result.failure_reason
 
 
-def progress_message(event: dict[str, Any]) -> str | None:
-    """The `$/progress` report of one turn event; None for events progress does not show."""
+def progress_message(event: dict[str, Any], shown_path: Callable[[str], str]) -> str | None:
+    """The `$/progress` report of one turn event (a file named by `shown_path` of its URI, as
+    the user names it); None for events progress does not show."""
     kind = event["kind"]
     if kind == "tool":
         return f"{event['name']} …"
     if kind == "toolResult":
         return str(event["summary"])
     if kind == "edit":
-        return ("applied " if event["applied"] else "rejected ") + str(event["uri"])
+        return ("applied " if event["applied"] else "rejected ") + shown_path(str(event["uri"]))
     if kind == "text":
         return "writing the answer…"
     if kind == "permission":

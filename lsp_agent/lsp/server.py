@@ -495,6 +495,13 @@ class AgentServer(LanguageServer):
 
         return await asyncio.to_thread(build)
 
+    def shown_path(self, uri: str) -> str:
+        """A file URI as the user names the file: relative to its workspace folder."""
+        path = _buffer_path(uri)
+        if path is None:
+            return uri
+        return relative(path, [folder.root for folder in self.folders])
+
     def in_client_words(self, text: str) -> str:
         """`text` with every `lspAgent.<setting>` named the way this client's user sets it."""
         return _SETTING.sub(lambda match: self.client.setting(match.group(1)), text)
