@@ -33,6 +33,7 @@ from pygls.exceptions import JsonRpcException
 
 from tests.editor import handles
 from tests.fake_model import ScriptedModel, reply, told, tool_call
+from tests.neovim import user_message
 from tests.test_neovim_typing import held_until
 from tests.test_plain_lsp import command, plain
 
@@ -336,10 +337,10 @@ def test_eglot_code_action_starts_a_turn_about_the_cursor(
     emacs.keys("Enter")
 
     emacs.on_screen("It returns the greeting.")
-    asked = [m["content"] for m in model.requests[-1]["messages"] if m["role"] == "user"]
-    assert any(
-        "Explain what this code in hello.py does." in text and "line 2" in text for text in asked
-    ), asked
+    # eglot asks at the point (an empty range): the function around it goes along.
+    asked = user_message(model.requests[-1])
+    assert asked.startswith("Explain what this code in hello.py does.")
+    assert 'hello.py, lines 1-2:\n```\ndef greet():\n    return "hello"\n```' in asked
 
 
 def test_eglot_edit_answered_no_is_told_as_the_users_rejection(
@@ -386,8 +387,9 @@ def test_lsp_mode_ask_and_code_action_with_the_server_as_an_add_on(
     emacs.on_screen("Select code action: lsp-agent: explain this")
     emacs.keys("Enter")
     emacs.on_screen("It returns the greeting.")
-    asked = [m["content"] for m in model.requests[-1]["messages"] if m["role"] == "user"]
-    assert any("Explain what this code in hello.py does." in text for text in asked), asked
+    asked = user_message(model.requests[-1])
+    assert asked.startswith("Explain what this code in hello.py does.")
+    assert "hello.py, lines 1-2:\n```\ndef greet():" in asked  # lsp-mode's empty range too
     # The turn's events went only to clients that ask for them: lsp-mode warned of none.
     assert "Unknown notification" not in emacs.value(
         '(if (get-buffer "*Warnings*") (with-current-buffer "*Warnings*" (buffer-string)) "")'
@@ -509,3 +511,106 @@ def test_a_blocking_ask_that_eglot_gives_up_on_goes_on_and_is_answered(
     emacs.on_screen("Greeting changed.")
     assert emacs.buffer("hello.py") == 'def greet():\n    return "hello, world"\n'
     assert told(model, "edit_file").startswith("applied: hello.py\n")
+
+
+EGLOT_CAPABILITIES = types.ClientCapabilities(
+    workspace=types.WorkspaceClientCapabilities(
+        apply_edit=True,
+        workspace_edit=types.WorkspaceEditClientCapabilities(document_changes=True),
+    )
+)
+"""What eglot says of its edits: versioned `documentChanges`."""
+
+
+async def eglot_replay(
+    workspace: Path, model: ScriptedModel, state_dir: Path, home: Path
+) -> tuple[Any, str]:
+    """eglot 1.16 and later (Emacs 30, not installable here) over the wire, with hello.py open
+    at version 0: the client, and the file's URI."""
+    client = await plain([workspace], model, state_dir, home, EGLOT_CAPABILITIES, "Eglot")
+    uri = (workspace / "hello.py").as_uri()
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(
+                uri=uri, language_id="python", version=0, text=(workspace / "hello.py").read_text()
+            )
+        )
+    )
+    return client, uri
+
+
+async def test_an_edit_eglot_applied_is_told_at_once_though_its_buffer_reports_it_late(
+    workspace: Path, model: ScriptedModel, state_dir: Path, home: Path
+) -> None:
+    """eglot answers "applied" and sends the buffer's change only once Emacs is idle, which in
+    Emacs 30 can be long after: the turn goes on at once, told the edit as applied (eglot applies
+    all of an edit or none, on the version it was made for)."""
+    client, uri = await eglot_replay(workspace, model, state_dir, home)
+    applied: list[types.ApplyWorkspaceEditParams] = []
+
+    @handles(client, types.WORKSPACE_APPLY_EDIT)
+    def apply_and_report_later(params: types.ApplyWorkspaceEditParams) -> Any:
+        applied.append(params)
+        return types.ApplyWorkspaceEditResult(applied=True)
+
+    try:
+        model.add(*EDIT, reply("Done."))
+        result = await command(client, "lspAgent.ask", "greet the world")
+        assert result["status"] == "completed"
+        assert len(applied) == 1
+        said = told(model, "edit_file")
+        assert said.startswith("applied: hello.py\n")
+        assert "has not shown the change yet" not in said
+
+        # The change comes when Emacs is idle; the next edit is pinned to it.
+        client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=1),
+                content_changes=[
+                    types.TextDocumentContentChangeWholeDocument(
+                        text='def greet():\n    return "hello, world"\n'
+                    )
+                ],
+            )
+        )
+        model.add(
+            tool_call("read_file", {"path": "hello.py"}),
+            tool_call("edit_file", {"path": "hello.py", "old": "world", "new": "Emacs"}),
+            reply("Done again."),
+        )
+        await command(client, "lspAgent.ask", "greet Emacs")
+        assert len(applied) == 2
+        (change,) = applied[1].edit.document_changes or []
+        assert isinstance(change, types.TextDocumentEdit)
+        assert change.text_document.version == 1
+    finally:
+        await client.shutdown_session()
+        await client.stop()
+
+
+async def test_an_edit_eglot_refused_for_typing_it_has_not_sent_is_not_asked_again(
+    workspace: Path, model: ScriptedModel, state_dir: Path, home: Path
+) -> None:
+    """The user typed (eglot's buffer is at version 2) and Emacs was not idle since, so eglot
+    has not sent the typing: it refuses the edit made for version 0 after the user's "y". The
+    server does not hold the turn for the typing, nor ask the user again for an edit eglot
+    would refuse again: the model hears the user is typing there."""
+    client, _ = await eglot_replay(workspace, model, state_dir, home)
+    asked: list[types.ApplyWorkspaceEditParams] = []
+
+    @handles(client, types.WORKSPACE_APPLY_EDIT)
+    def refuse_as_stale(params: types.ApplyWorkspaceEditParams) -> None:
+        asked.append(params)
+        raise JsonRpcException(code=-32001, message="Edits on `hello.py' require version 0, have 2")
+
+    try:
+        model.add(*EDIT, reply("You are typing there; later."))
+        result = await command(client, "lspAgent.ask", "greet the world")
+        assert result["status"] == "completed"
+        assert len(asked) == 1  # the user answered once, and is not asked again
+        assert told(model, "edit_file").startswith(
+            "not applied — hello.py changed in the editor after you read it (the user is typing"
+        )
+    finally:
+        await client.shutdown_session()
+        await client.stop()
