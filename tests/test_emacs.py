@@ -367,7 +367,7 @@ def test_lsp_mode_ask_and_code_action_with_the_server_as_an_add_on(
     emacs.command("lsp")
     emacs.on_screen("Import project root")
     emacs.keys("i")
-    emacs.on_screen("Connected to [lsp-agent")
+    emacs.on_screen("initialized successfully")  # not "starting": commands wait for that
 
     model.add(*EDIT, reply("The greeting now says hello, world."))
     emacs.command("lsp-agent-ask", "greet the world")
@@ -396,30 +396,59 @@ def test_lsp_mode_ask_and_code_action_with_the_server_as_an_add_on(
     )
 
 
-def test_eglot_c_g_at_the_prompt_waits_for_lsp_agent_cancel(
+def test_eglot_c_g_at_the_edit_prompt_is_the_users_rejection_at_once(
     emacs_with: Callable[[str], Emacs], model: ScriptedModel
 ) -> None:
-    """eglot 1.9 leaves an edit unanswered when the user quits its prompt: the turn waits, and
-    the recipe's cancel ends it (the edit is withdrawn, nothing changes)."""
+    """eglot 1.9 sends no answer when the user quits its "Proceed?" prompt; the recipe's C-g
+    answers it as a rejection, so the turn goes on at once (no lsp-agent-cancel needed)."""
     emacs = emacs_with("**Emacs with eglot**")
     emacs.command("eglot")
     emacs.on_screen("Connected!")
-    model.add(*EDIT)
+    model.add(*EDIT, reply("Left it as it was."))
 
     emacs.command("lsp-agent-ask", "greet the world")
     emacs.on_screen("Proceed? (y or n)")
     emacs.keys("C-g")
-    emacs.on_screen("Quit")
-    emacs.command("lsp-agent-ask", "are you there?")
-    emacs.on_screen("is already running a")
-    emacs.command("lsp-agent-cancel")
-
-    # The turn is over: the next ask runs. (eglot 1.9 shows no message from the server right
-    # after a quit in its process filter, so the test asks rather than reads the echo area.)
-    model.add(reply("Ready."))
-    emacs.command("lsp-agent-ask", "are you there?")
-    emacs.on_screen("Ready.")
+    emacs.on_screen("Left it as it was.")
+    assert told(model, "edit_file").startswith("not applied — the user rejected this edit")
     assert emacs.buffer("hello.py") == 'def greet():\n    return "hello"\n'
+
+
+@pytest.mark.parametrize("keys", [["Enter"], ["C-g"]], ids=["RET on the default", "C-g"])
+def test_eglot_asks_deny_first_and_a_stray_ret_or_c_g_denies_at_once(
+    emacs_with: Callable[[str], Emacs], model: ScriptedModel, project: Path, keys: list[str]
+) -> None:
+    """eglot 1.9 fills its question's minibuffer with the first action: Deny, so RET denies;
+    C-g, with the recipe, answers "no choice", which denies at once, not at the time limit."""
+    emacs = emacs_with("**Emacs with eglot**")
+    emacs.command("eglot")
+    emacs.on_screen("Connected!")
+    model.add(tool_call("bash", {"command": "touch made.txt"}), reply("Did not run it."))
+
+    emacs.command("lsp-agent-ask", "make a file")
+    emacs.until("the question, Deny filled in", lambda: emacs.asking("Choose an option: Deny"))
+    emacs.keys(*keys)
+    emacs.on_screen("Did not run it.")
+    why = "the user denied it" if keys == ["Enter"] else "it was dismissed"
+    assert why in told(model, "bash")
+    assert not (project / "made.txt").exists()
+
+
+def test_eglot_allows_a_command_typed_at_its_question(
+    emacs_with: Callable[[str], Emacs], model: ScriptedModel, project: Path
+) -> None:
+    emacs = emacs_with("**Emacs with eglot**")
+    emacs.command("eglot")
+    emacs.on_screen("Connected!")
+    model.add(tool_call("bash", {"command": "touch made.txt"}), reply("Made it."))
+
+    emacs.command("lsp-agent-ask", "make a file")
+    emacs.until("the question, Deny filled in", lambda: emacs.asking("Choose an option: Deny"))
+    emacs.keys("C-a", "C-k")  # the filled-in Deny replaced by the user's choice
+    emacs.type("Allow")
+    emacs.keys("Enter")
+    emacs.on_screen("Made it.")
+    assert (project / "made.txt").exists()
 
 
 async def test_an_edit_quit_in_newer_eglot_is_told_as_the_users_rejection(
