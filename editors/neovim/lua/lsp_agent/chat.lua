@@ -10,6 +10,7 @@
 local client = require("lsp_agent.client")
 local config = require("lsp_agent.config")
 local decisions = require("lsp_agent.decisions")
+local layout = require("lsp_agent.layout")
 local protocol = require("lsp_agent.protocol")
 local render = require("lsp_agent.render")
 local selection = require("lsp_agent.selection")
@@ -150,7 +151,7 @@ local function show(chat)
       vim.cmd(("aboveleft %dsplit"):format(math.max(3, math.floor(vim.o.lines * 0.3))))
     elseif options.position == "tab" then
       vim.cmd("tab split")
-    elseif options.position == "bottom" then
+    elseif options.position == "bottom" or (not options.size and layout.narrow()) then
       vim.cmd(("botright %dsplit"):format(options.size or math.floor(vim.o.lines * 0.45)))
     else
       vim.cmd(

@@ -10,6 +10,7 @@ local compat = require("lsp_agent.compat")
 local config = require("lsp_agent.config")
 local decisions = require("lsp_agent.decisions")
 local highlights = require("lsp_agent.highlights")
+local layout = require("lsp_agent.layout")
 local state = require("lsp_agent.state")
 local text = require("lsp_agent.text")
 local workspace_edit = require("lsp_agent.workspace_edit")
@@ -175,16 +176,23 @@ function Review:show(focus)
     -- A floating answer window would cover the review.
     self.answer_float = answer.hide_float(entry) or self.answer_float
     local previous = vim.api.nvim_get_current_win()
-    local height = math.min(vim.api.nvim_buf_line_count(bufnr) + 1, math.floor(vim.o.lines * 0.6))
-    if position == "tab" then
-      vim.cmd("tab split")
-    elseif position == "right" then
-      vim.cmd("botright vsplit")
+    local work = position ~= "tab" and layout.work_window() or nil
+    if work then
+      -- Inside the column of the user's window: its rows, given back to it on close.
+      self.sizes = layout.save()
+      if position == "right" then
+        local width = math.max(20, math.floor(vim.api.nvim_win_get_width(work) / 2))
+        self.win = layout.split(work, bufnr, width, true)
+      else
+        local room = math.floor(vim.api.nvim_win_get_height(work) * 0.6)
+        local height = math.min(vim.api.nvim_buf_line_count(bufnr) + 1, room)
+        self.win = layout.split(work, bufnr, math.max(height, 3), false)
+      end
     else
-      vim.cmd(("botright %dsplit"):format(math.max(height, 5)))
+      vim.cmd(position == "tab" and "tab split" or "botright split")
+      self.win = vim.api.nvim_get_current_win()
+      vim.api.nvim_win_set_buf(self.win, bufnr)
     end
-    self.win = vim.api.nvim_get_current_win()
-    vim.api.nvim_win_set_buf(self.win, bufnr)
     vim.wo[self.win].wrap = false
     vim.wo[self.win].number = false
     vim.wo[self.win].relativenumber = false
@@ -201,7 +209,8 @@ function Review:show(focus)
   answer.set_step(entry, "review")
 end
 
---- Close the review's window and buffer (the decision, if any, is elsewhere).
+--- Close the review's window and buffer (the decision, if any, is elsewhere); every window
+--- gets back the size it had before the review opened.
 function Review:close()
   local was_current = self.win ~= nil and self.win == vim.api.nvim_get_current_win()
   if self.win and vim.api.nvim_win_is_valid(self.win) then
@@ -209,6 +218,8 @@ function Review:close()
       pcall(vim.api.nvim_win_close, self.win, true)
     end
   end
+  layout.restore(self.sizes)
+  self.sizes = nil
   if self.bufnr and vim.api.nvim_buf_is_valid(self.bufnr) then
     pcall(vim.api.nvim_buf_delete, self.bufnr, { force = true })
   end
@@ -219,6 +230,15 @@ function Review:close()
   if self.answer_float then
     require("lsp_agent.answer").show(state.get(self.client_id), false)
   end
+end
+
+--- Close the review's window; the edit still waits (`:LspAgent review` shows it again).
+function Review:hide()
+  if self.win and vim.api.nvim_win_is_valid(self.win) and #vim.api.nvim_list_wins() > 1 then
+    pcall(vim.api.nvim_win_close, self.win, true)
+  end
+  layout.restore(self.sizes)
+  self.sizes = nil
 end
 
 --- The hunk whose lines hold the cursor, or nil.
@@ -317,7 +337,7 @@ function Review:actions()
       self:jump(-1)
     end,
     close = function()
-      pcall(vim.cmd, "close")
+      self:hide()
     end,
     help = show_help,
   }
