@@ -113,6 +113,11 @@ def test_the_user_keeps_one_hunk_of_two(
     toggled = [line for line in result["after_toggle"] if line.startswith("@@")]
     assert toggled[0].endswith("[x]")
     assert toggled[1].endswith("[ ]")
+    # The unticked hunk loses its red and green: no diff syntax, only the skipped lines' colour.
+    assert [(u["line"], u["syntax"], u["group"]) for u in result["unticked"]] == [
+        ("-line 10", "", "LspAgentReviewSkipped"),
+        ("+line ten", "", "LspAgentReviewSkipped"),
+    ]
     assert result["waiting_after_close"] == 1  # closing the window decided nothing
     assert result["reopened"] == result["after_toggle"]
     expected = "".join(lines).replace("line 1\n", "line one\n", 1)

@@ -145,6 +145,9 @@ function Review:buffer()
   pcall(vim.api.nvim_buf_set_name, bufnr, ("lsp-agent://review/%d"):format(bufnr))
   self:draw()
   vim.bo[bufnr].filetype = "diff"
+  -- The plugin colours every line itself (highlights.apply): the diff syntax would keep the
+  -- red and green of a hunk the user unticked.
+  vim.bo[bufnr].syntax = "OFF"
   local actions = self:actions()
   for action, lhs in pairs(config.options.review.keys) do
     if actions[action] then
