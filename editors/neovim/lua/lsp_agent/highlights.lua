@@ -12,6 +12,7 @@ M.LINKS = {
   LspAgentHint = "Comment", -- key hints, and notes in the answer buffer
   LspAgentQuestion = "Question", -- the agent's question
   LspAgentChoice = "Identifier", -- the answers to choose from
+  LspAgentChoiceSelected = "PmenuSel", -- the answer under the cursor, which <CR> gives
 }
 
 --- Define the links (again after `:colorscheme`, which clears every group first).
