@@ -266,11 +266,55 @@ function M.new_session()
   end)
 end
 
+--- When a session started, as a person says it: "today 14:02", "yesterday 09:15",
+--- "Mon 03 Nov 14:02" this year, "2025-11-03 14:02" before; the text as it came when it is not
+--- an ISO 8601 time.
+--- @param started any `started` of `lspAgent.sessions` ("2026-12-07T05:16:03.123+00:00")
+--- @param now integer|nil the time now (seconds since the epoch)
+--- @return string
+function M.when(started, now)
+  if type(started) ~= "string" then
+    return tostring(started)
+  end
+  local y, mo, d, h, mi, s, zone = started:match("^(%d+)-(%d+)-(%d+)T(%d+):(%d+):(%d+)[%.%d]*(.*)$")
+  if not y then
+    return started
+  end
+  local east = 0
+  local sign, zh, zm = zone:match("^([+-])(%d%d):?(%d%d)$")
+  if sign then
+    east = (tonumber(zh) * 3600 + tonumber(zm) * 60) * (sign == "-" and -1 or 1)
+  end
+  -- os.time reads a table as local time: the difference of the two readings of one moment is
+  -- the local offset from UTC.
+  local as_local = os.time({ year = y, month = mo, day = d, hour = h, min = mi, sec = s })
+  local probe = os.time()
+  local utc_offset = probe - os.time(os.date("!*t", probe))
+  local moment = as_local + utc_offset - east
+  now = now or probe
+  local day = os.date("%Y-%m-%d", moment)
+  if day == os.date("%Y-%m-%d", now) then
+    return "today " .. os.date("%H:%M", moment)
+  elseif day == os.date("%Y-%m-%d", now - 86400) then
+    return "yesterday " .. os.date("%H:%M", moment)
+  elseif os.date("%Y", moment) == os.date("%Y", now) then
+    return os.date("%a %d %b %H:%M", moment)
+  end
+  return os.date("%Y-%m-%d %H:%M", moment)
+end
+
 local function session_line(item, current_session)
   local title = (item.title and item.title ~= vim.NIL and item.title ~= "") and item.title
     or "(no question yet)"
   local mark = item.session == current_session and "* " or "  "
-  return ("%s%s  (%s turns, %s)"):format(mark, title, tostring(item.turns), tostring(item.started))
+  local turns = tonumber(item.turns) or 0
+  return ("%s%s  (%s, %d turn%s)"):format(
+    mark,
+    title,
+    M.when(item.started),
+    turns,
+    turns == 1 and "" or "s"
+  )
 end
 
 --- Pick a stored session with `vim.ui.select` and continue it.
