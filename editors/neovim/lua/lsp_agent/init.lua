@@ -70,7 +70,7 @@ end
 --- throws: an unknown option or a bad value is a warning, and the default stays.
 --- @param opts table|nil
 function M.setup(opts)
-  local _, problems = config.set(opts)
+  local _, problems = config.set(opts, config.project_caller())
   configured = true
   local group = vim.api.nvim_create_augroup("lsp_agent", { clear = true })
   vim.api.nvim_create_autocmd({ "BufReadPost", "BufNewFile", "BufFilePost" }, {
