@@ -410,7 +410,7 @@ def test_lua_units(editor: Editor) -> None:
     """Positions, hunks, edit parsing and options, checked inside each Neovim."""
     checks = editor.run("units").result["checks"]
 
-    assert len(checks) == 13
+    assert len(checks) == 14
 
 
 def test_the_plugin_mirrors_the_servers_protocol_names() -> None:

@@ -26,7 +26,7 @@ import msgpack
 import pytest
 
 from tests.fake_model import ScriptedModel, Step, StepLike, reply, tool_call
-from tests.neovim import MINIMAL_INIT, PLUGIN, Neovim, neovim_env, nvim
+from tests.neovim import MINIMAL_INIT, PLUGIN, Neovim, neovim_env, nvim, user_message
 
 __all__ = ["nvim"]  # the fixture, used by the tests below
 
@@ -693,3 +693,53 @@ def test_a_projects_exrc_cannot_change_where_the_code_goes_or_what_runs(
     assert [d["kind"] for d in term.waiting()] == ["question"]
     assert len(model.requests) == 1  # the user's endpoint got the prompt
     assert not (workspace / "ran.txt").exists()
+
+
+def test_the_chat_prompt_names_files_with_hash_buffer_and_hash_file_completed(
+    terminal_for: Callable[..., Terminal], model: ScriptedModel, workspace: Path
+) -> None:
+    (workspace / "notes.txt").write_text("remember the greeting\n")
+    model.add(reply("They agree."))
+    term = terminal_for("hello.py")
+    wait_until("hello.py open", lambda: term.current_file() == "hello.py", term)
+    term.type(":LspAgent chat\n")
+    wait_until("the chat input, in insert mode", lambda: term.chat_input_current(), term)
+
+    # While a completion is shown Neovim waits for the next key: the test reads the screen.
+    term.type("compare #buf")
+    term.keys("C-x", "C-o")  # the one match is taken
+    wait_until("#buffer completed", lambda: "compare #buffer\n" in term.screen(), term)
+    term.type(" with #file:not")
+    term.keys("C-x", "C-o")
+    wait_until("#file: completed", lambda: "with #file:notes.txt\n" in term.screen(), term)
+    term.type(" please")
+    wait_until(
+        "the prompt",
+        lambda: term.chat("input") == ["compare #buffer with #file:notes.txt please"],
+        term,
+    )
+    term.keys("C-s")
+
+    wait_until("the answer", lambda: "They agree." in term.chat("conversation"), term)
+    assert user_message(model.requests[0]) == (
+        "compare #buffer with #file:notes.txt please\n\n"
+        "Files the user added as context (read them): `hello.py`, `notes.txt`"
+    )
+    conversation = term.chat("conversation")
+    assert "## compare #buffer with #file:notes.txt please" in conversation
+    assert "_(with hello.py, notes.txt)_" in conversation
+
+    # A file that is not there is not sent: the prompt stays in the input, and the user is told.
+    term.type("and #file:nope.py")
+    term.keys("C-s")
+    # (Insert mode's own message covers it on screen; it is in :messages.)
+    wait_until(
+        "the warning",
+        lambda: (
+            "#file:nope.py: no such file here" in term.rpc.lua("return vim.fn.execute('messages')")
+        ),
+        term,
+    )
+    assert term.chat("input") == ["and #file:nope.py"]
+    assert term.mode() == "i"  # no prompt stopped the typing
+    assert len(model.requests) == 1

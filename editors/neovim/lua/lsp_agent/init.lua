@@ -455,7 +455,7 @@ function M.chat(opts)
       )
     end
   end
-  chat.open(id, entry, target)
+  chat.open(id, entry, target, bufnr)
 end
 
 --- What `lspAgent.undoTurn` answered, in a few lines for the user.

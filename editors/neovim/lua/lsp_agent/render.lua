@@ -177,12 +177,18 @@ end
 --- @param prompt string
 --- @param where string|nil
 function M.prompt(bufnr, prompt, where)
+  -- The files a `#` named go along as a line for the agent; the user reads them as a note.
+  local text, files = require("lsp_agent.references").split(prompt)
   local lines = {}
-  for i, line in ipairs(vim.split(prompt, "\n", { plain = true })) do
+  for i, line in ipairs(vim.split(text, "\n", { plain = true })) do
     lines[#lines + 1] = (i == 1 and "## " or "   ") .. line
   end
-  if where then
-    lines[#lines + 1] = "_(" .. where .. ")_"
+  local about = where and { where } or {}
+  if #files > 0 then
+    about[#about + 1] = "with " .. table.concat(files, ", ")
+  end
+  if #about > 0 then
+    lines[#lines + 1] = "_(" .. table.concat(about, "; ") .. ")_"
   end
   M.lines(bufnr, lines, true)
 end
