@@ -244,19 +244,19 @@ end
 
 checks["files named with # in a prompt"] = function()
   local references = require("lsp_agent.references")
-  same(
-    references.parse("see #buffer and #file:src/a.py, then #file:b.txt. #nothing"),
-    { { kind = "buffer" }, { kind = "file", path = "src/a.py" }, { kind = "file", path = "b.txt" } },
-    "parsed"
-  )
+  same(references.parse("see #buffer and #file:src/a.py, then #file:b.txt. #nothing"), {
+    { kind = "buffer" },
+    { kind = "file", path = "src/a.py" },
+    { kind = "file", path = "b.txt" },
+  }, "parsed")
   local sent = references.with_files("compare #buffer", { "a.py", "b c.py" })
   same(
     sent,
     "compare #buffer\n\nFiles the user added as context (read them): `a.py`, `b c.py`",
     "the line VS Code's chat writes too"
   )
-  local text, files = references.split(sent)
-  same({ text, files }, { "compare #buffer", { "a.py", "b c.py" } }, "split back")
+  local typed, files = references.split(sent)
+  same({ typed, files }, { "compare #buffer", { "a.py", "b c.py" } }, "split back")
   same({ references.split("plain") }, { "plain", {} }, "a prompt without files")
 end
 
