@@ -743,3 +743,30 @@ def test_the_chat_prompt_names_files_with_hash_buffer_and_hash_file_completed(
     assert term.chat("input") == ["and #file:nope.py"]
     assert term.mode() == "i"  # no prompt stopped the typing
     assert len(model.requests) == 1
+
+
+def test_lsp_agent_model_chooses_from_the_endpoints_models(
+    terminal_for: Callable[..., Terminal], model: ScriptedModel
+) -> None:
+    model.models = ["test-model", "other-model"]
+    model.add(reply("Answered by the other one."))
+    term = terminal_for("hello.py")
+    wait_until("hello.py open", lambda: term.current_file() == "hello.py", term)
+
+    term.type(":LspAgent model\n")
+    wait_until("the list of models", lambda: "2:   other-model" in term.screen(), term)
+    assert "1: * test-model" in term.screen()  # the one in effect is marked
+    term.type("2\n")
+    wait_until(
+        "the model in effect",
+        lambda: (
+            term.rpc.lua("return require('lsp_agent.config').options.settings.model")
+            == "other-model"
+        ),
+        term,
+    )
+    term.type(":LspAgent ask which model?\n")
+    wait_until(
+        "the answer", lambda: "Answered by the other one." in term.lines("lsp-agent://answer"), term
+    )
+    assert model.requests[-1]["model"] == "other-model"

@@ -79,6 +79,7 @@ M.default_keymaps = {
   new = "<leader>an",
   sessions = "<leader>as",
   status = "<leader>ai",
+  model = "<leader>am",
   answer = "<leader>ao",
   review = "<leader>ar",
 }

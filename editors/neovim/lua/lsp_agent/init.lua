@@ -35,6 +35,7 @@ local function install_keymaps(keymaps)
     new = { n = "<cmd>LspAgent new<CR>" },
     sessions = { n = "<cmd>LspAgent sessions<CR>" },
     status = { n = "<cmd>LspAgent status<CR>" },
+    model = { n = "<cmd>LspAgent model<CR>" },
     answer = { n = "<cmd>LspAgent answer<CR>" },
     review = { n = "<cmd>LspAgent review<CR>" },
   }
@@ -349,7 +350,11 @@ function M.sessions()
           entry,
           ("_resumed session %s: %s_"):format(choice.session, tostring(choice.title))
         )
-        notify("resumed session " .. choice.session)
+        -- Once the list is gone from the screen (see model()).
+        vim.schedule(function()
+          vim.cmd("redraw")
+          notify("resumed session " .. choice.session)
+        end)
       end)
     end)
   end)
@@ -423,6 +428,69 @@ function M.show_status(callback)
       else
         vim.notify(table.concat(lines, "\n"), vim.log.levels.INFO)
       end
+    end)
+  end)
+end
+
+--- Use `model` from now on: the plugin's `settings.model`, sent to every running server (the
+--- next turn uses it). It lasts until Neovim exits; `setup()` keeps one for good.
+--- @param model string
+function M.set_model(model)
+  ensure_setup()
+  config.options.settings = vim.tbl_extend("force", config.options.settings or {}, {
+    model = model,
+  })
+  for id in pairs(state.clients) do
+    local running = vim.lsp.get_client_by_id(id)
+    if running then
+      compat.set_settings(running, { [protocol.SETTINGS_SECTION] = client.settings() })
+      compat.notify(running, "workspace/didChangeConfiguration", { settings = vim.NIL })
+    end
+  end
+  notify(("model %s (until Neovim exits: setup() keeps one)"):format(model))
+end
+
+--- Choose the model from those the endpoint lists (`lspAgent.models`), with `vim.ui.select`;
+--- with `name`, use that one without asking.
+--- @param name string|nil
+function M.model(name)
+  if name and vim.trim(name) ~= "" then
+    M.set_model(vim.trim(name))
+    return
+  end
+  local id = current(true)
+  if not id then
+    return
+  end
+  client.when_ready(id, function(lsp_client)
+    client.execute(lsp_client, protocol.MODELS, nil, function(err, result)
+      if err then
+        notify(err.message or tostring(err), vim.log.levels.ERROR)
+        return
+      end
+      local models = type(result) == "table" and type(result.models) == "table" and result.models
+        or {}
+      local in_effect = result.current ~= vim.NIL and result.current or nil
+      if #models == 0 then
+        notify(("%s lists no models: :LspAgent model {name} sets one"):format(result.baseUrl))
+        return
+      end
+      vim.ui.select(models, {
+        prompt = ("Model for lsp-agent (%s)"):format(tostring(result.baseUrl)),
+        kind = "lsp_agent.model",
+        format_item = function(item)
+          return (item == in_effect and "* " or "  ") .. item
+        end,
+      }, function(choice)
+        if choice and choice ~= in_effect then
+          -- Once the list is gone from the screen: said over it, the message would wait for
+          -- a key at a hit-enter prompt.
+          vim.schedule(function()
+            vim.cmd("redraw")
+            M.set_model(choice)
+          end)
+        end
+      end)
     end)
   end)
 end
