@@ -770,3 +770,60 @@ def test_lsp_agent_model_chooses_from_the_endpoints_models(
         "the answer", lambda: "Answered by the other one." in term.lines("lsp-agent://answer"), term
     )
     assert model.requests[-1]["model"] == "other-model"
+
+
+TWO_FUNCTIONS = 'def greet():\n    return "hello"\n\n\ndef count():\n    return 1\n'
+
+
+def test_the_inline_review_shows_the_edit_in_the_buffer_and_decides_only_there(
+    terminal_for: Callable[..., Terminal], model: ScriptedModel, workspace: Path
+) -> None:
+    (workspace / "hello.py").write_text(TWO_FUNCTIONS)
+    after = TWO_FUNCTIONS.replace('"hello"', '"hi"').replace("return 1", "return 2")
+    model.add(
+        tool_call("read_file", {"path": "hello.py"}),
+        tool_call("edit_file", {"path": "hello.py", "old": TWO_FUNCTIONS, "new": after}),
+        reply("Kept one."),
+    )
+    term = terminal_for("hello.py")
+    wait_until("hello.py open", lambda: term.current_file() == "hello.py", term)
+    term.rpc.lua("require('lsp_agent.config').options.review.style = 'inline'")
+
+    term.type(":LspAgent ask change both\n")
+    wait_until("the review", lambda: [d["kind"] for d in term.waiting()] == ["review"], term)
+    # In the buffer itself: the old lines marked, the new ones shown below them; the text
+    # is as it was, and the cursor where it was.
+    wait_until("the hunks in hello.py", lambda: "lsp-agent: hunk 2/2 [x]" in term.screen(), term)
+    screen = term.screen()
+    assert '    return "hi"' in screen
+    assert "    return 2" in screen
+    assert term.lines("hello.py") == TWO_FUNCTIONS.splitlines()
+    assert term.waiting() == [{"kind": "review", "open": False, "current": False}]
+    # The accept key, typed before going to the review, decides nothing (it is Vim's `ga`).
+    term.type("ga")
+    wait_until("Vim's ga", lambda: "Hex 64" in term.screen(), term)
+    assert [d["kind"] for d in term.waiting()] == ["review"]
+    assert term.rpc.lua("return vim.fn.maparg('ga', 'n')") == ""
+
+    term.type(":LspAgent review\n")
+    wait_until(
+        "the review under the cursor",
+        lambda: term.waiting() == [{"kind": "review", "open": True, "current": True}],
+        term,
+    )
+    assert term.current_file() == "hello.py"
+    term.type("]c")
+    wait_until("the second hunk", lambda: term.rpc.lua("return vim.fn.line('.')") == 6, term)
+    term.type("t")
+    wait_until("the second hunk unticked", lambda: "hunk 2/2 [ ]" in term.screen(), term)
+    term.type("ga")
+    wait_until(
+        "only the first hunk in the buffer",
+        lambda: term.lines("hello.py") == TWO_FUNCTIONS.replace('"hello"', '"hi"').splitlines(),
+        term,
+    )
+    wait_until("the answer", lambda: len(model.requests) == 3, term)
+    said = [m["content"] for m in model.requests[-1]["messages"] if m["role"] == "tool"][-1]
+    assert "applied only part of your edit to hello.py (1 of 2 hunks as proposed)" in said
+    assert "lsp-agent: hunk" not in term.screen()  # the marks are gone
+    assert term.rpc.lua("return vim.fn.maparg('ga', 'n')") == ""  # and so are the keys

@@ -52,7 +52,11 @@ M.defaults = {
   review = {
     --- Lines of context shown around each hunk.
     context = 3,
-    --- Where the review opens: "bottom", "right" or "tab".
+    --- "diff": each edit in a diff window of its own; "inline": in the real buffer, the
+    --- removed lines marked and the added ones shown below them (files the edit creates are
+    --- still reviewed as a diff).
+    style = "diff",
+    --- Where the diff review opens: "bottom", "right" or "tab".
     position = "bottom",
     --- Decisions take two keys, which typing text never produces by accident.
     --- @type lsp_agent.Keys
@@ -169,6 +173,7 @@ local SCHEMA = {
   },
   review = {
     context = whole(0),
+    style = one_of("diff", "inline"),
     position = one_of("bottom", "right", "tab"),
     keys = {
       accept = key_sequence,

@@ -10,6 +10,7 @@ local compat = require("lsp_agent.compat")
 local config = require("lsp_agent.config")
 local decisions = require("lsp_agent.decisions")
 local highlights = require("lsp_agent.highlights")
+local inline = require("lsp_agent.inline")
 local layout = require("lsp_agent.layout")
 local state = require("lsp_agent.state")
 local text = require("lsp_agent.text")
@@ -165,9 +166,15 @@ end
 --- Show the review. Without `focus` the cursor stays where it is (in insert mode too).
 --- @param focus boolean
 function Review:show(focus)
-  local bufnr = self:buffer()
   local entry = state.get(self.client_id)
   local answer = require("lsp_agent.answer")
+  if self.inline then
+    self.key_actions = self.key_actions or self:actions()
+    inline.show(self, focus)
+    answer.set_step(entry, "review")
+    return
+  end
+  local bufnr = self:buffer()
   if focus then
     self.previous_win = vim.api.nvim_get_current_win()
   end
@@ -215,6 +222,10 @@ end
 --- Close the review's window and buffer (the decision, if any, is elsewhere); every window
 --- gets back the size it had before the review opened.
 function Review:close()
+  if self.inline then
+    inline.close(self)
+    return
+  end
   local was_current = self.win ~= nil and self.win == vim.api.nvim_get_current_win()
   if self.win and vim.api.nvim_win_is_valid(self.win) then
     if #vim.api.nvim_list_wins() > 1 then
@@ -237,6 +248,10 @@ end
 
 --- Close the review's window; the edit still waits (`:LspAgent review` shows it again).
 function Review:hide()
+  if self.inline then
+    inline.hide(self)
+    return
+  end
   if self.win and vim.api.nvim_win_is_valid(self.win) and #vim.api.nvim_list_wins() > 1 then
     pcall(vim.api.nvim_win_close, self.win, true)
   end
@@ -257,18 +272,26 @@ function Review:hunk_at_cursor()
 end
 
 function Review:toggle()
-  local item = self:hunk_at_cursor()
+  local item = self.inline and inline.hunk_at_cursor(self) or self:hunk_at_cursor()
   if not item then
     vim.notify("lsp-agent: put the cursor on a hunk to tick or untick it", vim.log.levels.INFO)
     return
   end
   item.keep = not item.keep
   local cursor = vim.api.nvim_win_get_cursor(0)
-  self:draw()
+  if self.inline then
+    inline.draw(self)
+  else
+    self:draw()
+  end
   vim.api.nvim_win_set_cursor(0, cursor)
 end
 
 function Review:jump(direction)
+  if self.inline then
+    inline.jump(self, direction)
+    return
+  end
   local line = vim.api.nvim_win_get_cursor(0)[1]
   local target
   for _, item in ipairs(self.hunks) do
@@ -416,6 +439,9 @@ function M.handler(_, params, ctx)
     return { applied = false, failureReason = why }
   end
   local review = new_review(params, changes, ctx.client_id, later.id)
+  -- In the real buffer when the user chose that and every file exists (a new file has no
+  -- buffer to show it in: it is reviewed as a diff).
+  review.inline = config.options.review.style == "inline" and inline.can_show(changes)
   review.on_decided = function()
     later.answer(conclude(review, encoding))
   end
