@@ -26,6 +26,7 @@ from pytest_lsp.client import (
 )
 
 from lsp_agent.lsp.positions import TextEdit, apply_text_edits
+from lsp_agent.tools import definitions
 from tests.conftest import settings_for
 from tests.editor import handles, server_env
 from tests.fake_model import ScriptedModel, hang_after, reply, told, tool_call
@@ -713,3 +714,25 @@ def test_helix_applies_an_edit_and_its_spinner_names_the_file_as_the_user_does(
     ]
     assert "applied greeter.py" in reports
     assert not any("file://" in report for report in reports)
+
+
+PLACES = [
+    # (file, text, the cursor's line and column, the lines sent, whether a definition)
+    ("a.py", "import os\n\n@cache\ndef f():\n    return 1\n", (4, 4), (2, 4), True),
+    ("a.py", "class A:\n    def m(self):\n        pass\n", (2, 8), (1, 2), True),
+    ("a.py", "class A:\n    x = 1\n", (0, 1), (0, 1), True),
+    ("a.js", "const f = () => {\n  return 1;\n};\n", (1, 2), (0, 2), True),
+    ("a.lua", "local M = {}\nfunction M.f()\n  return 1\nend\n", (3, 0), (1, 3), True),
+    ("a.rs", "impl X {\n    fn b(&self) {}\n}\n", (1, 8), (1, 1), True),
+    ("a.py", "x = 1\n\ny = 2\n", (1, 0), (0, 2), False),
+    ("a.txt", "one\ntwo\n", (0, 0), (0, 1), False),
+    ("a.py", "def f():\n" + "    x = 1\n" * 300, (150, 4), (140, 160), False),
+]
+
+
+@pytest.mark.parametrize(("name", "text", "cursor", "lines", "definition"), PLACES)
+def test_the_code_at_the_cursor_is_the_definition_around_it_or_the_lines_around(
+    name: str, text: str, cursor: tuple[int, int], lines: tuple[int, int], definition: bool
+) -> None:
+    found = definitions.around(name, text, *cursor)
+    assert (found.first, found.last, found.definition) == (*lines, definition)
