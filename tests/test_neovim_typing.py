@@ -827,3 +827,23 @@ def test_the_inline_review_shows_the_edit_in_the_buffer_and_decides_only_there(
     assert "applied only part of your edit to hello.py (1 of 2 hunks as proposed)" in said
     assert "lsp-agent: hunk" not in term.screen()  # the marks are gone
     assert term.rpc.lua("return vim.fn.maparg('ga', 'n')") == ""  # and so are the keys
+
+
+def test_a_visual_selection_goes_with_the_chats_next_prompt(
+    terminal_for: Callable[..., Terminal], model: ScriptedModel
+) -> None:
+    model.add(reply("A string."))
+    term = terminal_for("hello.py")
+    wait_until("hello.py open", lambda: term.current_file() == "hello.py", term)
+    # On line 2, select `"hello"` characterwise, then `:` (Neovim writes the range).
+    term.type('2G0f"vf"')
+    wait_until("visual mode", lambda: term.mode() == "v", term)
+    term.type(":LspAgent chat\n")
+    wait_until("the chat input, in insert mode", lambda: term.chat_input_current(), term)
+    wait_until("the selection named", lambda: "with hello.py, line 2" in term.screen(), term)
+    term.type("what is this?")
+    term.keys("C-s")
+    wait_until("the answer", lambda: "A string." in term.chat("conversation"), term)
+    asked = user_message(model.requests[0])
+    assert asked == 'what is this?\n\nThe user is looking at hello.py, line 2:\n```\n"hello"\n```'
+    assert "_(hello.py, line 2)_" in term.chat("conversation")
