@@ -178,17 +178,20 @@ def test_ask_edits_the_buffer_unasked_and_shows_the_answer(
     for turn in ("first", "second"):
         model.add(reply("".join(f"Line {i} of the {turn} answer.\n" for i in range(80))))
         session.lua(f"vim.cmd('AgentAsk and in detail, the {turn} time?')")
-        session.until(
-            f"the {turn} long answer", lambda t=turn: f"of the {t} answer" in session.messages()
-        )
+        marker = f"of the {turn} answer"
+
+        def said(marker: str = marker) -> bool:
+            return marker in session.messages()
+
+        def documents(marker: str = marker) -> list[list[str]]:
+            return [d for d in session.shown_markdown() if marker in d[0]]
+
+        session.until(f"the {turn} long answer", said)
         if nvim.label == "0.7":
             # 0.7 cannot open a document for the server: the message names the answer's file.
             assert "(the whole answer: " in session.messages()
         else:
-            shown = session.until(
-                f"the {turn} answer's document",
-                lambda t=turn: [d for d in session.shown_markdown() if f"the {t} answer" in d[0]],
-            )
+            shown = session.until(f"the {turn} answer's document", documents)
             assert shown[0][0] == f"Line 0 of the {turn} answer."
             assert session.lua("return vim.fn.expand('%:t')") == "hello.py"  # the user's window
     if nvim.label != "0.7":

@@ -594,11 +594,12 @@ def test_reviews_open_in_the_code_column_and_the_chat_keeps_its_height(
             term,
         )
         term.type("ga")
-        wait_until(
-            f"edit {number} on disk",
-            lambda after=after: f'"{after}"' in (workspace / "hello.py").read_text(),
-            term,
-        )
+        wanted = f'"{after}"'
+
+        def on_disk(wanted: str = wanted) -> bool:
+            return wanted in (workspace / "hello.py").read_text()
+
+        wait_until(f"edit {number} on disk", on_disk, term)
         wait_until("the review closed", lambda: term.waiting() == [], term)
         # Every row back where it came from.
         assert window_sizes(term) == before
