@@ -383,6 +383,28 @@ def test_checkhealth_says_bad_when_the_endpoint_is_unreachable(
     assert unreachable in endpoint, "\n".join(health)
 
 
+def test_a_server_not_installed_is_explained_with_an_install_from_a_clone(editor: Editor) -> None:
+    result = editor.run("not_installed").result
+    said = "\n".join(n["message"] for n in result["notifications"])
+    health = "\n".join(result["health"])
+    for text in (said, health):
+        assert "pipx install /path/to/lsp-agent" in text, text
+        assert "pip install lsp-agent" not in text
+    assert "lsp-agent-not-installed is not executable" in said
+
+
+def test_the_code_action_menu_at_the_cursor_sends_the_function(
+    editor: Editor, model: ScriptedModel
+) -> None:
+    model.add(reply("It greets."))
+
+    editor.run("code_action")
+
+    asked = user_message(model.requests[-1])
+    assert asked.startswith("Explain what this code in hello.py does.")
+    assert 'hello.py, lines 1-2:\n```\ndef greet():\n    return "hello"\n```' in asked
+
+
 def test_checkhealth_passes_every_setting_doctor_reads_by_its_variable() -> None:
     """health.lua's ENVIRONMENT mirrors the server's settings table: each setting that has an
     environment variable, by that variable."""
