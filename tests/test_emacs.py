@@ -643,3 +643,72 @@ async def test_an_edit_eglot_refused_for_typing_it_has_not_sent_is_not_asked_aga
     finally:
         await client.shutdown_session()
         await client.stop()
+
+
+LONG = "".join(f"Point {i} of the answer.\n" for i in range(80))
+"""An answer too long for the echo area: it goes to a file of its own."""
+
+
+def answer_path(message: str) -> Path:
+    """The file a long answer's message names."""
+    found = re.search(r"\(the whole answer: (\S+\.md)\)", message)
+    assert found is not None, message
+    return Path(found.group(1))
+
+
+def test_eglot_long_answers_each_get_a_file_of_their_own(
+    emacs_with: Callable[[str], Emacs], model: ScriptedModel
+) -> None:
+    emacs = emacs_with("**Emacs with eglot**")
+    emacs.command("eglot")
+    emacs.on_screen("Connected!")
+    paths = []
+    for turn in ("first", "second"):
+        model.add(reply(LONG.replace("answer", f"{turn} answer")))
+        emacs.command("lsp-agent-ask", f"the {turn} time, in detail")
+        marker = f"of the {turn} answer"
+
+        def shown(marker: str = marker) -> bool:
+            return marker in emacs.messages()
+
+        emacs.until(f"the {turn} answer", shown)
+        paths.append(answer_path(emacs.messages().split(f"Point 0 of the {turn} answer.")[-1]))
+    assert paths[0] != paths[1]
+    assert paths[0].read_text().startswith("Point 0 of the first answer.")  # never rewritten
+    assert paths[1].read_text().startswith("Point 0 of the second answer.")
+    # eglot 1.9 opens nothing: the user's window still shows their file.
+    assert emacs.value("(buffer-name (window-buffer (selected-window)))") == "hello.py"
+
+
+@pytest.mark.parametrize("keys", [["Enter"], ["C-g"]], ids=["RET on nothing", "C-g"])
+def test_lsp_mode_ret_on_nothing_or_c_g_at_its_question_denies_at_once(
+    emacs_with: Callable[[str], Emacs], model: ScriptedModel, project: Path, keys: list[str]
+) -> None:
+    emacs = emacs_with("**Emacs with lsp-mode**")
+    emacs.command("lsp")
+    emacs.on_screen("Import project root")
+    emacs.keys("i")
+    emacs.on_screen("initialized successfully")
+    model.add(tool_call("bash", {"command": "touch made.txt"}), reply("Did not run it."))
+
+    emacs.command("lsp-agent-ask", "make a file")
+    emacs.until("the question", lambda: emacs.asking("read-only commands."))
+    emacs.keys(*keys)
+    emacs.on_screen("Did not run it.")
+    assert "it was dismissed" in told(model, "bash")
+    assert not (project / "made.txt").exists()
+
+
+def test_lsp_mode_long_answer_begins_in_the_echo_area_and_names_its_file(
+    emacs_with: Callable[[str], Emacs], model: ScriptedModel
+) -> None:
+    emacs = emacs_with("**Emacs with lsp-mode**")
+    emacs.command("lsp")
+    emacs.on_screen("Import project root")
+    emacs.keys("i")
+    emacs.on_screen("initialized successfully")
+    model.add(reply(LONG))
+    emacs.command("lsp-agent-ask", "in detail")
+    emacs.until("the answer", lambda: "Point 0 of the answer." in emacs.messages())
+    path = answer_path(emacs.messages())
+    assert path.read_text() == LONG.strip() + "\n"
