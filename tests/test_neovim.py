@@ -291,7 +291,10 @@ def test_restart_then_ask_reuses_the_answer_window(editor: Editor, model: Script
 def test_ask_passes_a_work_done_token_so_progress_plugins_see_the_turn(
     editor: Editor, model: ScriptedModel
 ) -> None:
-    model.add(tool_call("read_file", {"path": "hello.py"}), reply("It greets."))
+    model.add(
+        *read_then_edit("hello.py", '"hello"', '"hi"'),
+        reply("It greets."),
+    )
 
     progress = editor.run("progress").result["progress"]
 
@@ -302,6 +305,10 @@ def test_ask_passes_a_work_done_token_so_progress_plugins_see_the_turn(
     assert kinds[-1] == "end"
     assert "report" in kinds
     assert progress[0]["title"] == "lsp-agent"
+    # A file is named as the user names it, not by its URI.
+    messages = [item.get("message") or "" for item in progress]
+    assert "applied hello.py" in messages, messages
+    assert not any("file://" in message for message in messages)
 
 
 def test_withdrawn_and_timed_out_questions_close_and_count_as_deny(
