@@ -263,6 +263,14 @@ def emacs_with(
         emacs.close()
 
 
+def lsp_mode_ready(emacs: Emacs) -> None:
+    """Wait until lsp-mode has initialized lsp-agent (not only "Connected … starting": a command
+    sent before is refused), read in *Messages*: the echo area may show the next message."""
+    emacs.until(
+        "lsp-mode's server initialized", lambda: "initialized successfully" in emacs.messages()
+    )
+
+
 def reminder(request: dict[str, Any]) -> str:
     """The context note of a model request (the last user message)."""
     return str([m for m in request["messages"] if m["role"] == "user"][-1]["content"])
@@ -367,7 +375,7 @@ def test_lsp_mode_ask_and_code_action_with_the_server_as_an_add_on(
     emacs.command("lsp")
     emacs.on_screen("Import project root")
     emacs.keys("i")
-    emacs.on_screen("initialized successfully")  # not "starting": commands wait for that
+    lsp_mode_ready(emacs)
 
     model.add(*EDIT, reply("The greeting now says hello, world."))
     emacs.command("lsp-agent-ask", "greet the world")
@@ -688,7 +696,7 @@ def test_lsp_mode_ret_on_nothing_or_c_g_at_its_question_denies_at_once(
     emacs.command("lsp")
     emacs.on_screen("Import project root")
     emacs.keys("i")
-    emacs.on_screen("initialized successfully")
+    lsp_mode_ready(emacs)
     model.add(tool_call("bash", {"command": "touch made.txt"}), reply("Did not run it."))
 
     emacs.command("lsp-agent-ask", "make a file")
@@ -706,7 +714,7 @@ def test_lsp_mode_long_answer_begins_in_the_echo_area_and_names_its_file(
     emacs.command("lsp")
     emacs.on_screen("Import project root")
     emacs.keys("i")
-    emacs.on_screen("initialized successfully")
+    lsp_mode_ready(emacs)
     model.add(reply(LONG))
     emacs.command("lsp-agent-ask", "in detail")
     emacs.until("the answer", lambda: "Point 0 of the answer." in emacs.messages())
