@@ -39,7 +39,8 @@ def workspace(shared_editor: Editor) -> Path:
     return shared_editor.root
 
 
-ACTIONS = ["Allow", "Allow for this session", "Deny"]
+ACTIONS = ["Deny", "Allow", "Allow for this session"]
+"""The refusal first: the choice a client preselects, or a stray Enter takes, denies."""
 
 
 def tool_results(model: ScriptedModel) -> list[str]:

@@ -33,6 +33,7 @@ from pygls.exceptions import JsonRpcException
 
 from tests.editor import handles
 from tests.fake_model import ScriptedModel, reply, told, tool_call
+from tests.neovim import user_message
 from tests.test_neovim_typing import held_until
 from tests.test_plain_lsp import command, plain
 
@@ -262,6 +263,14 @@ def emacs_with(
         emacs.close()
 
 
+def lsp_mode_ready(emacs: Emacs) -> None:
+    """Wait until lsp-mode has initialized lsp-agent (not only "Connected … starting": a command
+    sent before is refused), read in *Messages*: the echo area may show the next message."""
+    emacs.until(
+        "lsp-mode's server initialized", lambda: "initialized successfully" in emacs.messages()
+    )
+
+
 def reminder(request: dict[str, Any]) -> str:
     """The context note of a model request (the last user message)."""
     return str([m for m in request["messages"] if m["role"] == "user"][-1]["content"])
@@ -336,10 +345,10 @@ def test_eglot_code_action_starts_a_turn_about_the_cursor(
     emacs.keys("Enter")
 
     emacs.on_screen("It returns the greeting.")
-    asked = [m["content"] for m in model.requests[-1]["messages"] if m["role"] == "user"]
-    assert any(
-        "Explain what this code in hello.py does." in text and "line 2" in text for text in asked
-    ), asked
+    # eglot asks at the point (an empty range): the function around it goes along.
+    asked = user_message(model.requests[-1])
+    assert asked.startswith("Explain what this code in hello.py does.")
+    assert 'hello.py, lines 1-2:\n```\ndef greet():\n    return "hello"\n```' in asked
 
 
 def test_eglot_edit_answered_no_is_told_as_the_users_rejection(
@@ -366,7 +375,7 @@ def test_lsp_mode_ask_and_code_action_with_the_server_as_an_add_on(
     emacs.command("lsp")
     emacs.on_screen("Import project root")
     emacs.keys("i")
-    emacs.on_screen("Connected to [lsp-agent")
+    lsp_mode_ready(emacs)
 
     model.add(*EDIT, reply("The greeting now says hello, world."))
     emacs.command("lsp-agent-ask", "greet the world")
@@ -386,38 +395,68 @@ def test_lsp_mode_ask_and_code_action_with_the_server_as_an_add_on(
     emacs.on_screen("Select code action: lsp-agent: explain this")
     emacs.keys("Enter")
     emacs.on_screen("It returns the greeting.")
-    asked = [m["content"] for m in model.requests[-1]["messages"] if m["role"] == "user"]
-    assert any("Explain what this code in hello.py does." in text for text in asked), asked
+    asked = user_message(model.requests[-1])
+    assert asked.startswith("Explain what this code in hello.py does.")
+    assert "hello.py, lines 1-2:\n```\ndef greet():" in asked  # lsp-mode's empty range too
     # The turn's events went only to clients that ask for them: lsp-mode warned of none.
     assert "Unknown notification" not in emacs.value(
         '(if (get-buffer "*Warnings*") (with-current-buffer "*Warnings*" (buffer-string)) "")'
     )
 
 
-def test_eglot_c_g_at_the_prompt_waits_for_lsp_agent_cancel(
+def test_eglot_c_g_at_the_edit_prompt_is_the_users_rejection_at_once(
     emacs_with: Callable[[str], Emacs], model: ScriptedModel
 ) -> None:
-    """eglot 1.9 leaves an edit unanswered when the user quits its prompt: the turn waits, and
-    the recipe's cancel ends it (the edit is withdrawn, nothing changes)."""
+    """eglot 1.9 sends no answer when the user quits its "Proceed?" prompt; the recipe's C-g
+    answers it as a rejection, so the turn goes on at once (no lsp-agent-cancel needed)."""
     emacs = emacs_with("**Emacs with eglot**")
     emacs.command("eglot")
     emacs.on_screen("Connected!")
-    model.add(*EDIT)
+    model.add(*EDIT, reply("Left it as it was."))
 
     emacs.command("lsp-agent-ask", "greet the world")
     emacs.on_screen("Proceed? (y or n)")
     emacs.keys("C-g")
-    emacs.on_screen("Quit")
-    emacs.command("lsp-agent-ask", "are you there?")
-    emacs.on_screen("is already running a")
-    emacs.command("lsp-agent-cancel")
-
-    # The turn is over: the next ask runs. (eglot 1.9 shows no message from the server right
-    # after a quit in its process filter, so the test asks rather than reads the echo area.)
-    model.add(reply("Ready."))
-    emacs.command("lsp-agent-ask", "are you there?")
-    emacs.on_screen("Ready.")
+    emacs.on_screen("Left it as it was.")
+    assert told(model, "edit_file").startswith("not applied — the user rejected this edit")
     assert emacs.buffer("hello.py") == 'def greet():\n    return "hello"\n'
+
+
+@pytest.mark.parametrize("keys", [["Enter"], ["C-g"]], ids=["RET on the default", "C-g"])
+def test_eglot_asks_deny_first_and_a_stray_ret_or_c_g_denies_at_once(
+    emacs_with: Callable[[str], Emacs], model: ScriptedModel, project: Path, keys: list[str]
+) -> None:
+    """eglot 1.9 fills its question's minibuffer with the first action: Deny, so RET denies;
+    C-g, with the recipe, answers "no choice", which denies at once, not at the time limit."""
+    emacs = emacs_with("**Emacs with eglot**")
+    emacs.command("eglot")
+    emacs.on_screen("Connected!")
+    model.add(tool_call("bash", {"command": "touch made.txt"}), reply("Did not run it."))
+
+    emacs.command("lsp-agent-ask", "make a file")
+    emacs.until("the question, Deny filled in", lambda: emacs.asking("Choose an option: Deny"))
+    emacs.keys(*keys)
+    emacs.on_screen("Did not run it.")
+    why = "the user denied it" if keys == ["Enter"] else "it was dismissed"
+    assert why in told(model, "bash")
+    assert not (project / "made.txt").exists()
+
+
+def test_eglot_allows_a_command_typed_at_its_question(
+    emacs_with: Callable[[str], Emacs], model: ScriptedModel, project: Path
+) -> None:
+    emacs = emacs_with("**Emacs with eglot**")
+    emacs.command("eglot")
+    emacs.on_screen("Connected!")
+    model.add(tool_call("bash", {"command": "touch made.txt"}), reply("Made it."))
+
+    emacs.command("lsp-agent-ask", "make a file")
+    emacs.until("the question, Deny filled in", lambda: emacs.asking("Choose an option: Deny"))
+    emacs.keys("C-a", "C-k")  # the filled-in Deny replaced by the user's choice
+    emacs.type("Allow")
+    emacs.keys("Enter")
+    emacs.on_screen("Made it.")
+    assert (project / "made.txt").exists()
 
 
 async def test_an_edit_quit_in_newer_eglot_is_told_as_the_users_rejection(
@@ -509,3 +548,175 @@ def test_a_blocking_ask_that_eglot_gives_up_on_goes_on_and_is_answered(
     emacs.on_screen("Greeting changed.")
     assert emacs.buffer("hello.py") == 'def greet():\n    return "hello, world"\n'
     assert told(model, "edit_file").startswith("applied: hello.py\n")
+
+
+EGLOT_CAPABILITIES = types.ClientCapabilities(
+    workspace=types.WorkspaceClientCapabilities(
+        apply_edit=True,
+        workspace_edit=types.WorkspaceEditClientCapabilities(document_changes=True),
+    )
+)
+"""What eglot says of its edits: versioned `documentChanges`."""
+
+
+async def eglot_replay(
+    workspace: Path, model: ScriptedModel, state_dir: Path, home: Path
+) -> tuple[Any, str]:
+    """eglot 1.16 and later (Emacs 30, not installable here) over the wire, with hello.py open
+    at version 0: the client, and the file's URI."""
+    client = await plain([workspace], model, state_dir, home, EGLOT_CAPABILITIES, "Eglot")
+    uri = (workspace / "hello.py").as_uri()
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(
+                uri=uri, language_id="python", version=0, text=(workspace / "hello.py").read_text()
+            )
+        )
+    )
+    return client, uri
+
+
+async def test_an_edit_eglot_applied_is_told_at_once_though_its_buffer_reports_it_late(
+    workspace: Path, model: ScriptedModel, state_dir: Path, home: Path
+) -> None:
+    """eglot answers "applied" and sends the buffer's change only once Emacs is idle, which in
+    Emacs 30 can be long after: the turn goes on at once, told the edit as applied (eglot applies
+    all of an edit or none, on the version it was made for)."""
+    client, uri = await eglot_replay(workspace, model, state_dir, home)
+    applied: list[types.ApplyWorkspaceEditParams] = []
+
+    @handles(client, types.WORKSPACE_APPLY_EDIT)
+    def apply_and_report_later(params: types.ApplyWorkspaceEditParams) -> Any:
+        applied.append(params)
+        return types.ApplyWorkspaceEditResult(applied=True)
+
+    try:
+        model.add(*EDIT, reply("Done."))
+        result = await command(client, "lspAgent.ask", "greet the world")
+        assert result["status"] == "completed"
+        assert len(applied) == 1
+        said = told(model, "edit_file")
+        assert said.startswith("applied: hello.py\n")
+        assert "has not shown the change yet" not in said
+
+        # The change comes when Emacs is idle; the next edit is pinned to it.
+        client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=1),
+                content_changes=[
+                    types.TextDocumentContentChangeWholeDocument(
+                        text='def greet():\n    return "hello, world"\n'
+                    )
+                ],
+            )
+        )
+        model.add(
+            tool_call("read_file", {"path": "hello.py"}),
+            tool_call("edit_file", {"path": "hello.py", "old": "world", "new": "Emacs"}),
+            reply("Done again."),
+        )
+        await command(client, "lspAgent.ask", "greet Emacs")
+        assert len(applied) == 2
+        (change,) = applied[1].edit.document_changes or []
+        assert isinstance(change, types.TextDocumentEdit)
+        assert change.text_document.version == 1
+    finally:
+        await client.shutdown_session()
+        await client.stop()
+
+
+async def test_an_edit_eglot_refused_for_typing_it_has_not_sent_is_not_asked_again(
+    workspace: Path, model: ScriptedModel, state_dir: Path, home: Path
+) -> None:
+    """The user typed (eglot's buffer is at version 2) and Emacs was not idle since, so eglot
+    has not sent the typing: it refuses the edit made for version 0 after the user's "y". The
+    server does not hold the turn for the typing, nor ask the user again for an edit eglot
+    would refuse again: the model hears the user is typing there."""
+    client, _ = await eglot_replay(workspace, model, state_dir, home)
+    asked: list[types.ApplyWorkspaceEditParams] = []
+
+    @handles(client, types.WORKSPACE_APPLY_EDIT)
+    def refuse_as_stale(params: types.ApplyWorkspaceEditParams) -> None:
+        asked.append(params)
+        raise JsonRpcException(code=-32001, message="Edits on `hello.py' require version 0, have 2")
+
+    try:
+        model.add(*EDIT, reply("You are typing there; later."))
+        result = await command(client, "lspAgent.ask", "greet the world")
+        assert result["status"] == "completed"
+        assert len(asked) == 1  # the user answered once, and is not asked again
+        assert told(model, "edit_file").startswith(
+            "not applied — hello.py changed in the editor after you read it (the user is typing"
+        )
+    finally:
+        await client.shutdown_session()
+        await client.stop()
+
+
+LONG = "".join(f"Point {i} of the answer.\n" for i in range(80))
+"""An answer too long for the echo area: it goes to a file of its own."""
+
+
+def answer_path(message: str) -> Path:
+    """The file a long answer's message names."""
+    found = re.search(r"\(the whole answer: (\S+\.md)\)", message)
+    assert found is not None, message
+    return Path(found.group(1))
+
+
+def test_eglot_long_answers_each_get_a_file_of_their_own(
+    emacs_with: Callable[[str], Emacs], model: ScriptedModel
+) -> None:
+    emacs = emacs_with("**Emacs with eglot**")
+    emacs.command("eglot")
+    emacs.on_screen("Connected!")
+    paths = []
+    for turn in ("first", "second"):
+        model.add(reply(LONG.replace("answer", f"{turn} answer")))
+        emacs.command("lsp-agent-ask", f"the {turn} time, in detail")
+        marker = f"of the {turn} answer"
+
+        def shown(marker: str = marker) -> bool:
+            return marker in emacs.messages()
+
+        emacs.until(f"the {turn} answer", shown)
+        paths.append(answer_path(emacs.messages().split(f"Point 0 of the {turn} answer.")[-1]))
+    assert paths[0] != paths[1]
+    assert paths[0].read_text().startswith("Point 0 of the first answer.")  # never rewritten
+    assert paths[1].read_text().startswith("Point 0 of the second answer.")
+    # eglot 1.9 opens nothing: the user's window still shows their file.
+    assert emacs.value("(buffer-name (window-buffer (selected-window)))") == "hello.py"
+
+
+@pytest.mark.parametrize("keys", [["Enter"], ["C-g"]], ids=["RET on nothing", "C-g"])
+def test_lsp_mode_ret_on_nothing_or_c_g_at_its_question_denies_at_once(
+    emacs_with: Callable[[str], Emacs], model: ScriptedModel, project: Path, keys: list[str]
+) -> None:
+    emacs = emacs_with("**Emacs with lsp-mode**")
+    emacs.command("lsp")
+    emacs.on_screen("Import project root")
+    emacs.keys("i")
+    lsp_mode_ready(emacs)
+    model.add(tool_call("bash", {"command": "touch made.txt"}), reply("Did not run it."))
+
+    emacs.command("lsp-agent-ask", "make a file")
+    emacs.until("the question", lambda: emacs.asking("read-only commands."))
+    emacs.keys(*keys)
+    emacs.on_screen("Did not run it.")
+    assert "it was dismissed" in told(model, "bash")
+    assert not (project / "made.txt").exists()
+
+
+def test_lsp_mode_long_answer_begins_in_the_echo_area_and_names_its_file(
+    emacs_with: Callable[[str], Emacs], model: ScriptedModel
+) -> None:
+    emacs = emacs_with("**Emacs with lsp-mode**")
+    emacs.command("lsp")
+    emacs.on_screen("Import project root")
+    emacs.keys("i")
+    lsp_mode_ready(emacs)
+    model.add(reply(LONG))
+    emacs.command("lsp-agent-ask", "in detail")
+    emacs.until("the answer", lambda: "Point 0 of the answer." in emacs.messages())
+    path = answer_path(emacs.messages())
+    assert path.read_text() == LONG.strip() + "\n"

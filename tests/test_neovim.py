@@ -113,6 +113,11 @@ def test_the_user_keeps_one_hunk_of_two(
     toggled = [line for line in result["after_toggle"] if line.startswith("@@")]
     assert toggled[0].endswith("[x]")
     assert toggled[1].endswith("[ ]")
+    # The unticked hunk loses its red and green: no diff syntax, only the skipped lines' colour.
+    assert [(u["line"], u["syntax"], u["group"]) for u in result["unticked"]] == [
+        ("-line 10", "", "LspAgentReviewSkipped"),
+        ("+line ten", "", "LspAgentReviewSkipped"),
+    ]
     assert result["waiting_after_close"] == 1  # closing the window decided nothing
     assert result["reopened"] == result["after_toggle"]
     expected = "".join(lines).replace("line 1\n", "line one\n", 1)
@@ -286,7 +291,10 @@ def test_restart_then_ask_reuses_the_answer_window(editor: Editor, model: Script
 def test_ask_passes_a_work_done_token_so_progress_plugins_see_the_turn(
     editor: Editor, model: ScriptedModel
 ) -> None:
-    model.add(tool_call("read_file", {"path": "hello.py"}), reply("It greets."))
+    model.add(
+        *read_then_edit("hello.py", '"hello"', '"hi"'),
+        reply("It greets."),
+    )
 
     progress = editor.run("progress").result["progress"]
 
@@ -297,6 +305,10 @@ def test_ask_passes_a_work_done_token_so_progress_plugins_see_the_turn(
     assert kinds[-1] == "end"
     assert "report" in kinds
     assert progress[0]["title"] == "lsp-agent"
+    # A file is named as the user names it, not by its URI.
+    messages = [item.get("message") or "" for item in progress]
+    assert "applied hello.py" in messages, messages
+    assert not any("file://" in message for message in messages)
 
 
 def test_withdrawn_and_timed_out_questions_close_and_count_as_deny(
@@ -378,6 +390,28 @@ def test_checkhealth_says_bad_when_the_endpoint_is_unreachable(
     assert unreachable in endpoint, "\n".join(health)
 
 
+def test_a_server_not_installed_is_explained_with_an_install_from_a_clone(editor: Editor) -> None:
+    result = editor.run("not_installed").result
+    said = "\n".join(n["message"] for n in result["notifications"])
+    health = "\n".join(result["health"])
+    for text in (said, health):
+        assert "pipx install /path/to/lsp-agent" in text, text
+        assert "pip install lsp-agent" not in text
+    assert "lsp-agent-not-installed is not executable" in said
+
+
+def test_the_code_action_menu_at_the_cursor_sends_the_function(
+    editor: Editor, model: ScriptedModel
+) -> None:
+    model.add(reply("It greets."))
+
+    editor.run("code_action")
+
+    asked = user_message(model.requests[-1])
+    assert asked.startswith("Explain what this code in hello.py does.")
+    assert 'hello.py, lines 1-2:\n```\ndef greet():\n    return "hello"\n```' in asked
+
+
 def test_checkhealth_passes_every_setting_doctor_reads_by_its_variable() -> None:
     """health.lua's ENVIRONMENT mirrors the server's settings table: each setting that has an
     environment variable, by that variable."""
@@ -405,7 +439,7 @@ def test_lua_units(editor: Editor) -> None:
     """Positions, hunks, edit parsing and options, checked inside each Neovim."""
     checks = editor.run("units").result["checks"]
 
-    assert len(checks) == 12
+    assert len(checks) == 15
 
 
 def test_the_plugin_mirrors_the_servers_protocol_names() -> None:

@@ -24,7 +24,7 @@ import pytest
 from lsprotocol import types
 
 from tests.fake_model import ScriptedModel, reply, told, tool_call
-from tests.neovim import Neovim, neovim_env, nvim
+from tests.neovim import Neovim, neovim_env, nvim, user_message
 from tests.test_neovim_typing import connected
 from tests.test_plain_lsp import command, plain, shown
 
@@ -168,13 +168,35 @@ def test_ask_edits_the_buffer_unasked_and_shows_the_answer(
     )
     session.until("the answer", lambda: "The greeting now says hello, world." in session.messages())
     assert told(model, "edit_file").startswith("applied: hello.py\n")
-    if nvim.label == "0.7":
-        # 0.7 cannot open a document for the server: the message names the answer's file.
-        assert "(the whole answer: " in session.messages()
-    else:
-        shown = session.until("the answer document", session.shown_markdown)
-        assert shown == [["The greeting now says hello, world."]]
+    # A short answer is the message, and nothing opens.
+    assert "(the whole answer: " not in session.messages()
+    assert session.shown_markdown() == []
     assert (workspace / "hello.py").read_text() == 'def greet():\n    return "hello"\n'
+
+    # A long answer begins in the message; 0.11 opens the whole of it beside the user's window,
+    # a new document each turn (the first answer is never shown again as the second).
+    for turn in ("first", "second"):
+        model.add(reply("".join(f"Line {i} of the {turn} answer.\n" for i in range(80))))
+        session.lua(f"vim.cmd('AgentAsk and in detail, the {turn} time?')")
+        marker = f"of the {turn} answer"
+
+        def said(marker: str = marker) -> bool:
+            return marker in session.messages()
+
+        def documents(marker: str = marker) -> list[list[str]]:
+            return [d for d in session.shown_markdown() if marker in d[0]]
+
+        session.until(f"the {turn} long answer", said)
+        if nvim.label == "0.7":
+            # 0.7 cannot open a document for the server: the message names the answer's file.
+            assert "(the whole answer: " in session.messages()
+        else:
+            shown = session.until(f"the {turn} answer's document", documents)
+            assert shown[0][0] == f"Line 0 of the {turn} answer."
+            assert session.lua("return vim.fn.expand('%:t')") == "hello.py"  # the user's window
+    if nvim.label != "0.7":
+        firsts = [d for d in session.shown_markdown() if "of the first answer" in d[0]]
+        assert firsts == [[f"Line {i} of the first answer." for i in range(80)]]
 
     model.add(reply("It returns the greeting."))
     chosen = session.lua(
@@ -199,8 +221,10 @@ def test_ask_edits_the_buffer_unasked_and_shows_the_answer(
     session.until("the explanation", lambda: "It returns the greeting." in session.messages())
     offered = session.lua("return LspAgentTestChosen")
     assert "lsp-agent: explain this" in offered
-    asked = [m["content"] for m in model.requests[-1]["messages"] if m["role"] == "user"]
-    assert any("Explain what this code in hello.py does." in text for text in asked), asked
+    # Neovim asks at the cursor with an empty range: the function around it goes along.
+    asked = user_message(model.requests[-1])
+    assert asked.startswith("Explain what this code in hello.py does.")
+    assert 'hello.py, lines 1-2:\n```\ndef greet():\n    return "hello, world"\n```' in asked
 
     assert "deprecated" not in session.messages()
 
@@ -219,11 +243,36 @@ async def test_a_client_that_says_it_cannot_show_documents_gets_none(
     )
     client = await plain([workspace], model, state_dir, home, capabilities)
     try:
-        model.add(reply("It greets."))
+        model.add(reply("".join(f"It greets, reason {i}.\n" for i in range(80))))
         await command(client, "lspAgent.ask", "what does hello.py do?")
-        message = await shown(client, "It greets.")
+        message = await shown(client, "It greets, reason 0.")
         assert "(the whole answer: " in message.message
         assert client.shown_documents == []
     finally:
         await client.shutdown_session()
         await client.stop()
+
+
+@pytest.mark.parametrize(("keys", "allowed"), [("<CR>", False), ("1<CR>", False), ("2<CR>", True)])
+def test_the_built_in_question_lists_deny_first_so_enter_or_1_denies(
+    session: Session, model: ScriptedModel, workspace: Path, keys: str, allowed: bool
+) -> None:
+    """Neovim's built-in client asks with a numbered list (`inputlist()`): 1 is Deny, Enter
+    alone (no choice) denies at once, 2 is Allow."""
+    session.until(
+        "the server to start",
+        lambda: session.lua(
+            "local get = vim.lsp.get_clients or vim.lsp.get_active_clients"
+            " local c = get({ name = 'lsp-agent' })[1]"
+            " return c ~= nil and c.initialized == true"
+        ),
+    )
+    model.add(tool_call("bash", {"command": "touch made.txt"}), reply("Over."))
+    session.lua("vim.cmd('AgentAsk make a file')")
+    # While the list is on screen Neovim waits for the user's keys: its mode is not Normal.
+    session.until("the question", lambda: session.rpc.request("nvim_get_mode")["mode"] != "n")
+    session.rpc.request("nvim_input", keys)
+    session.until("the answer", lambda: "Over." in session.messages())
+    assert (workspace / "made.txt").exists() is allowed
+    why = "(it was dismissed)" if keys == "<CR>" else "the user denied it"
+    assert allowed or why in told(model, "bash")

@@ -5,9 +5,10 @@ and Neovim's built-in client send it, over a real server."""
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -24,9 +25,13 @@ from pytest_lsp.client import (
     register_lsp_features,
 )
 
+from lsp_agent.lsp.positions import TextEdit, apply_text_edits
+from lsp_agent.tools import definitions
 from tests.conftest import settings_for
 from tests.editor import handles, server_env
-from tests.fake_model import ScriptedModel, hang_after, reply, tool_call
+from tests.fake_model import ScriptedModel, hang_after, reply, told, tool_call
+from tests.neovim import user_message
+from tests.raw_lsp import LATER, Error, RawClient
 
 
 def repository(root: Path, files: dict[str, str]) -> Path:
@@ -43,8 +48,10 @@ async def plain(
     state: Path,
     home: Path,
     capabilities: types.ClientCapabilities,
+    client_name: str | None = None,
 ) -> LanguageClient:
-    """A client as the LSP specification alone makes it: no `lspAgentClient` options."""
+    """A client as the LSP specification alone makes it: no `lspAgentClient` options (and the
+    `clientInfo` name a client sends, when given)."""
     client = make_test_lsp_client()
     await client.start_io(sys.executable, "-m", "lsp_agent", "serve", env=server_env(state, home))
     client.set_configuration({"lspAgent": settings_for(model)})
@@ -54,6 +61,7 @@ async def plain(
             root_uri=folders[0].as_uri(),
             workspace_folders=[types.WorkspaceFolder(uri=f.as_uri(), name=f.name) for f in folders],
             initialization_options={"lspAgent": settings_for(model)},
+            client_info=types.ClientInfo(name=client_name) if client_name else None,
         )
     )
     return client
@@ -247,8 +255,9 @@ async def test_a_client_that_never_accepts_a_progress_token_still_gets_its_answe
 async def test_progress_and_the_answer_for_a_client_that_shows_them(
     two_folders: list[Path], model: ScriptedModel, state_dir: Path, home: Path, name: str
 ) -> None:
-    """eglot shows progress but cannot open a document: the answer comes as a message naming
-    its file; Neovim's built-in client can, and the answer opens as a Markdown document."""
+    """A short answer is the message, whole, and nothing else. A long one begins in the message
+    with the path of a document of its own, one per turn; Neovim's built-in client, which can
+    open a document without taking the user's window, gets it shown (eglot 1.9 cannot)."""
     client = await plain(two_folders[:1], model, state_dir, home, client_capabilities(name))
     try:
         model.add(tool_call("read_file", {"path": "app.js"}), reply("It exports 41."))
@@ -259,14 +268,26 @@ async def test_progress_and_the_answer_for_a_client_that_shows_them(
         assert isinstance(reports[-1], types.WorkDoneProgressEnd)
         assert any("read_file" in (getattr(r, "message", "") or "") for r in reports)
         message = await shown(client, "It exports 41.")
+        assert message.message == "It exports 41."
+        assert client.shown_documents == []
+
+        paths = []
+        for turn in ("first", "second"):
+            long = "".join(f"Line {i} of the {turn} answer.\n" for i in range(100))
+            model.add(reply(long))
+            await command(client, "lspAgent.ask", f"the {turn} long one")
+            message = await shown(client, f"Line 0 of the {turn} answer.")
+            path = Path(message.message.rsplit("(the whole answer: ", 1)[1].rstrip(")"))
+            assert path.read_text() == long.strip() + "\n"
+            paths.append(path)
+        assert paths[0] != paths[1]
+        assert paths[0].read_text().startswith("Line 0 of the first answer.")
         if name == "emacs":
             assert client.shown_documents == []
-            assert "the whole answer: " in message.message
         else:
-            (document,) = client.shown_documents
-            path = Path(unquote(urlparse(document.uri).path))
-            assert path.suffix == ".md"
-            assert path.read_text() == "It exports 41.\n"
+            shown_paths = [Path(unquote(urlparse(d.uri).path)) for d in client.shown_documents]
+            assert shown_paths == paths
+            assert all(d.take_focus is False for d in client.shown_documents)
     finally:
         await client.shutdown_session()
         await client.stop()
@@ -375,3 +396,343 @@ async def test_a_command_error_names_the_setting_the_way_the_client_sets_it(
     finally:
         await client.shutdown_session()
         await client.stop()
+
+
+# Helix, replayed over the server's real stdio as its source (helix-lsp/src/client.rs,
+# helix-term/src/application.rs and commands/lsp.rs, master of July 2026) sends and answers.
+
+HELIX_CAPABILITIES: dict[str, Any] = {
+    "workspace": {
+        "configuration": True,
+        "didChangeConfiguration": {"dynamicRegistration": False},
+        "workspaceFolders": True,
+        "applyEdit": True,
+        "executeCommand": {"dynamicRegistration": False},
+        "workspaceEdit": {
+            "documentChanges": True,
+            "resourceOperations": ["create", "rename", "delete"],
+            "failureHandling": "abort",
+            "normalizesLineEndings": False,
+        },
+        "didChangeWatchedFiles": {"dynamicRegistration": True, "relativePatternSupport": True},
+    },
+    "textDocument": {
+        "codeAction": {
+            "codeActionLiteralSupport": {
+                "codeActionKind": {
+                    "valueSet": ["", "quickfix", "refactor", "refactor.extract", "source"]
+                }
+            },
+            "isPreferredSupport": True,
+            "disabledSupport": True,
+            "dataSupport": True,
+            "resolveSupport": {"properties": ["edit", "command"]},
+        },
+    },
+    "window": {
+        "showMessage": {"messageActionItem": {"additionalPropertiesSupport": True}},
+        "workDoneProgress": True,
+        "showDocument": {"support": True},
+    },
+    "general": {"positionEncodings": ["utf-8", "utf-32", "utf-16"]},
+}
+"""What Helix master says it can do (the parts lsp-agent reads)."""
+
+GREETER = '''import os
+
+
+def greet(name):
+    """Say hello."""
+    message = f"hello {name}"
+    return message
+
+
+def leave():
+    return "bye"
+'''
+
+
+class Helix:
+    """Helix with lsp-agent in `languages.toml`, one Python file open: what it sends, and how
+    it answers the server's requests (`space a`, its pickers, its status line)."""
+
+    def __init__(
+        self,
+        folder: Path,
+        model: ScriptedModel,
+        state: Path,
+        home: Path,
+        *,
+        asks: bool = True,
+        on_question: Callable[[dict[str, Any]], Any] | None = None,
+    ) -> None:
+        self.folder = folder
+        self.config = {"lspAgent": settings_for(model, questionTimeout=600)}
+        self.on_question = on_question
+        handlers: dict[str, Any] = {
+            "window/workDoneProgress/create": lambda params: None,
+            "workspace/configuration": self._configuration,
+            "window/showDocument": lambda params: {"success": True},
+            "workspace/applyEdit": self._apply_edit,
+        }
+        self.documents: dict[str, tuple[int, str]] = {}
+        """Each open document's version and text, as Helix has it."""
+        # Helix 25.07 and earlier cannot ask: an unknown request is "method not found".
+        handlers["window/showMessageRequest"] = (
+            self._question if asks else lambda params: Error(-32601, "Method not found")
+        )
+        capabilities = dict(HELIX_CAPABILITIES)
+        if not asks:
+            capabilities["window"] = {"workDoneProgress": True}
+        self.client = RawClient(state, home, handlers)
+        self.client.request(
+            "initialize",
+            {
+                "processId": os.getpid(),
+                "workspaceFolders": [{"uri": folder.as_uri(), "name": folder.name}],
+                "rootPath": str(folder),
+                "rootUri": folder.as_uri(),
+                "initializationOptions": self.config,
+                "capabilities": capabilities,
+                "clientInfo": {"name": "helix", "version": "25.07.1 (079a789e)"},
+            },
+        )
+        self.client.notify("initialized", {})
+        self.client.notify("workspace/didChangeConfiguration", {"settings": self.config})
+
+    def _configuration(self, params: dict[str, Any]) -> list[Any]:
+        return [self.config.get(item.get("section", "")) for item in params["items"]]
+
+    def _question(self, params: dict[str, Any]) -> Any:
+        if self.on_question is not None:
+            return self.on_question(params)
+        return LATER
+
+    def open(self, name: str, text: str) -> str:
+        uri = (self.folder / name).as_uri()
+        document = {"uri": uri, "languageId": "python", "version": 0, "text": text}
+        self.documents[uri] = (0, text)
+        self.client.notify("textDocument/didOpen", {"textDocument": document})
+        return uri
+
+    def _apply_edit(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Helix applies the edit to its documents (telling the server of each change as it
+        goes), then answers."""
+        for change in params["edit"].get("documentChanges", []):
+            uri = change["textDocument"]["uri"]
+            version, text = self.documents[uri]
+            edits = [
+                TextEdit(
+                    e["range"]["start"]["line"],
+                    e["range"]["start"]["character"],
+                    e["range"]["end"]["line"],
+                    e["range"]["end"]["character"],
+                    e["newText"],
+                )
+                for e in change["edits"]
+            ]
+            text = apply_text_edits(text, edits, "utf-8")
+            self.documents[uri] = (version + 1, text)
+            self.client.notify(
+                "textDocument/didChange",
+                {
+                    "textDocument": {"uri": uri, "version": version + 1},
+                    "contentChanges": [{"text": text}],
+                },
+            )
+        return {"applied": True}
+
+    def space_a(self, uri: str, line: int, character: int) -> list[dict[str, Any]]:
+        """`space a` with the block cursor on one character: the code actions offered."""
+        actions: list[dict[str, Any]] = self.client.request(
+            "textDocument/codeAction",
+            {
+                "textDocument": {"uri": uri},
+                "range": {
+                    "start": {"line": line, "character": character},
+                    "end": {"line": line, "character": character + 1},
+                },
+                "context": {"diagnostics": [], "triggerKind": 1},
+            },
+        )
+        return actions
+
+    def run(self, command: dict[str, Any]) -> Any:
+        """An action's command, executed as Helix does: its arguments, no progress token."""
+        return self.client.request(
+            "workspace/executeCommand",
+            {"command": command["command"], "arguments": command.get("arguments", [])},
+        )
+
+    def status_line(self, text: str) -> str:
+        """The first `window/showMessage` (Helix's status line) that contains `text`."""
+        found = self.client.wait_for(
+            lambda m: m.get("method") == "window/showMessage" and text in m["params"]["message"],
+            f"a message with {text!r}",
+        )
+        return str(found["params"]["message"])
+
+    def close(self) -> None:
+        self.client.close()
+
+
+@pytest.fixture
+def helix_at(
+    tmp_path: Path, model: ScriptedModel, state_dir: Path, home: Path
+) -> Iterator[Callable[..., Helix]]:
+    opened: list[Helix] = []
+
+    def start(**options: Any) -> Helix:
+        folder = repository(tmp_path / f"project{len(opened)}", {"greeter.py": GREETER})
+        opened.append(Helix(folder, model, state_dir, home, **options))
+        return opened[-1]
+
+    yield start
+    for helix in opened:
+        helix.close()
+
+
+def test_helix_space_a_at_the_cursor_sends_the_function_around_it(
+    helix_at: Callable[..., Helix], model: ScriptedModel
+) -> None:
+    helix = helix_at()
+    uri = helix.open("greeter.py", GREETER)
+    # The block cursor on the `m` of `message = …`, inside greet().
+    actions = helix.space_a(uri, 5, 4)
+    explain = next(a for a in actions if a["title"] == "lsp-agent: explain this")
+    (argument,) = explain["command"]["arguments"]
+    assert argument["range"] == {
+        "start": {"line": 3, "character": 0},
+        "end": {"line": 6, "character": 18},
+    }
+
+    model.add(reply("It greets."))
+    started = helix.run(explain["command"])
+    assert set(started) == {"session"}
+    assert helix.status_line("It greets.") == "It greets."
+    asked = user_message(model.requests[-1])
+    assert "The user is looking at greeter.py, lines 4-7:" in asked
+    assert 'def greet(name):\n    """Say hello."""' in asked
+    assert "return message" in asked
+    assert "def leave" not in asked
+
+    # Between the functions there is no definition: the lines around the cursor go.
+    actions = helix.space_a(uri, 8, 0)
+    explain = next(a for a in actions if a["title"] == "lsp-agent: explain this")
+    (argument,) = explain["command"]["arguments"]
+    assert argument["range"]["start"] == {"line": 0, "character": 0}
+    assert argument["range"]["end"]["line"] == 10
+
+
+def test_helix_gets_short_answers_in_its_status_line_and_long_ones_as_a_file_per_turn(
+    helix_at: Callable[..., Helix], model: ScriptedModel, state_dir: Path
+) -> None:
+    helix = helix_at()
+    helix.open("greeter.py", GREETER)
+    model.add(reply("Short."))
+    helix.run({"command": "lspAgent.start", "arguments": ["what is this?"]})
+    assert helix.status_line("Short.") == "Short."
+    assert list(state_dir.rglob("answers/*.md")) == []
+
+    first = "".join(f"Point {i} of the first answer.\n" for i in range(100))
+    second = "".join(f"Point {i} of the second answer.\n" for i in range(100))
+    model.add(reply(first))
+    helix.run({"command": "lspAgent.start", "arguments": ["and in detail?"]})
+    message = helix.status_line("Point 0 of the first answer.")
+    model.add(reply(second))
+    helix.run({"command": "lspAgent.start", "arguments": ["and again?"]})
+    message_two = helix.status_line("Point 0 of the second answer.")
+
+    first_file = Path(message.rsplit("(the whole answer: ", 1)[1].rstrip(")"))
+    second_file = Path(message_two.rsplit("(the whole answer: ", 1)[1].rstrip(")"))
+    assert first_file != second_file
+    assert first_file.read_text() == first.strip() + "\n"  # not overwritten by the next turn
+    assert second_file.read_text() == second.strip() + "\n"
+    # Helix opens a shown document in place of the user's view: it is never sent one.
+    assert helix.client.messages("window/showDocument") == []
+
+
+@pytest.mark.parametrize("key", ["Enter", "Escape"])
+def test_helix_master_asks_deny_first_and_enter_or_escape_denies_at_once(
+    helix_at: Callable[..., Helix], model: ScriptedModel, key: str
+) -> None:
+    asked: list[dict[str, Any]] = []
+
+    def select(params: dict[str, Any]) -> Any:
+        asked.append(params)
+        # Helix's select pre-selects the first choice: Enter answers it, Escape answers null.
+        return params["actions"][0] if key == "Enter" else None
+
+    helix = helix_at(on_question=select)
+    model.add(tool_call("bash", {"command": "touch made.txt"}), reply("Did not run it."))
+    helix.run({"command": "lspAgent.start", "arguments": ["make a file"]})
+    helix.status_line("Did not run it.")
+    assert [action["title"] for action in asked[0]["actions"]] == [
+        "Deny",
+        "Allow",
+        "Allow for this session",
+    ]
+    said = told(model, "bash")
+    why = (
+        "the user denied it"
+        if key == "Enter"
+        else "nobody answered the question (it was dismissed)"
+    )
+    assert f"needs the user's approval and {why}." in said  # at once, not at the time limit
+    assert not (helix.folder / "made.txt").exists()
+
+
+def test_helix_25_07_cannot_ask_and_the_command_is_denied_at_once(
+    helix_at: Callable[..., Helix], model: ScriptedModel
+) -> None:
+    helix = helix_at(asks=False)
+    model.add(tool_call("bash", {"command": "touch made.txt"}), reply("Did not run it."))
+    helix.run({"command": "lspAgent.start", "arguments": ["make a file"]})
+    helix.status_line("Did not run it.")
+    assert "nobody answered the question (it was dismissed)" in told(model, "bash")
+    assert not (helix.folder / "made.txt").exists()
+
+
+def test_helix_applies_an_edit_and_its_spinner_names_the_file_as_the_user_does(
+    helix_at: Callable[..., Helix], model: ScriptedModel
+) -> None:
+    helix = helix_at()
+    uri = helix.open("greeter.py", GREETER)
+    model.add(
+        tool_call("read_file", {"path": "greeter.py"}),
+        tool_call("edit_file", {"path": "greeter.py", "old": '"bye"', "new": '"goodbye"'}),
+        reply("Changed."),
+    )
+    helix.run({"command": "lspAgent.start", "arguments": ["say goodbye"]})
+    helix.status_line("Changed.")
+    assert told(model, "edit_file").startswith("applied: greeter.py\n")
+    assert helix.documents[uri][1] == GREETER.replace('"bye"', '"goodbye"')
+    reports = [
+        m["params"]["value"].get("message", "")
+        for m in helix.client.messages("$/progress")
+        if m["params"]["value"]["kind"] == "report"
+    ]
+    assert "applied greeter.py" in reports
+    assert not any("file://" in report for report in reports)
+
+
+PLACES = [
+    # (file, text, the cursor's line and column, the lines sent, whether a definition)
+    ("a.py", "import os\n\n@cache\ndef f():\n    return 1\n", (4, 4), (2, 4), True),
+    ("a.py", "class A:\n    def m(self):\n        pass\n", (2, 8), (1, 2), True),
+    ("a.py", "class A:\n    x = 1\n", (0, 1), (0, 1), True),
+    ("a.js", "const f = () => {\n  return 1;\n};\n", (1, 2), (0, 2), True),
+    ("a.lua", "local M = {}\nfunction M.f()\n  return 1\nend\n", (3, 0), (1, 3), True),
+    ("a.rs", "impl X {\n    fn b(&self) {}\n}\n", (1, 8), (1, 1), True),
+    ("a.py", "x = 1\n\ny = 2\n", (1, 0), (0, 2), False),
+    ("a.txt", "one\ntwo\n", (0, 0), (0, 1), False),
+    ("a.py", "def f():\n" + "    x = 1\n" * 300, (150, 4), (140, 160), False),
+]
+
+
+@pytest.mark.parametrize(("name", "text", "cursor", "lines", "definition"), PLACES)
+def test_the_code_at_the_cursor_is_the_definition_around_it_or_the_lines_around(
+    name: str, text: str, cursor: tuple[int, int], lines: tuple[int, int], definition: bool
+) -> None:
+    found = definitions.around(name, text, *cursor)
+    assert (found.first, found.last, found.definition) == (*lines, definition)

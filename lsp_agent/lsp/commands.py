@@ -72,7 +72,8 @@ PROGRESS_CREATE_WAIT_S = 3.0
 (clients answer in milliseconds; one that has not answered in seconds is not going to)."""
 
 ANSWER_IN_MESSAGE = 1500
-"""Characters of an answer shown in `window/showMessage`; the rest is in the answer document."""
+"""Characters of an answer a `window/showMessage` carries whole; a longer answer begins there
+and is written to a document of its own."""
 
 
 def register(ls: AgentServer) -> None:
@@ -284,7 +285,7 @@ class Turns:
                 ls.progress_sessions.pop(token, None)
                 ls.port.report(token, types.WorkDoneProgressEnd(message="done"))
         if not ls.client.shows_answers:
-            await self._show_answer(agent, result)
+            await self._show_answer(agent, result, session.turns)
         return result
 
     async def _made_token(self) -> Token | None:
@@ -312,38 +313,56 @@ class Turns:
             return None
         return token
 
-    async def _show_answer(self, agent: Agent, result: TurnResult) -> None:
+    async def _show_answer(self, agent: Agent, result: TurnResult, turn: int) -> None:
+        """The answer on screen, for a client without our plugins: a message that carries a
+        short answer whole; a long one begins in the message and is written to a document of
+        its own (one per turn: nothing shown before is rewritten under the user's eyes), which
+        opens beside the user's view where the client can do that without taking it."""
         ls = self.ls
         text = result.answer.strip()
         if result.status != "completed":
             ended = f"lsp-agent: {ENDED.get(result.status, result.status)}"
             ended += f": {result.error}" if result.error else ""
             text = f"{text}\n\n({ended})" if text else ended
-        document = await asyncio.to_thread(_answer_file, agent, result, text)
-        shown = False
-        # Neovim 0.7 says `showDocument: {support: false}`: only `support` counts.
-        window = ls.capabilities.window
-        if window is not None and window.show_document is not None and window.show_document.support:
+        kind = types.MessageType.Error if result.status == "failed" else types.MessageType.Info
+        if len(text) <= ANSWER_IN_MESSAGE:
+            ls.show_message(kind, ls.in_client_words(text))
+            return
+        document = await asyncio.to_thread(_answer_file, agent, result, turn, text)
+        message = f"{text[:ANSWER_IN_MESSAGE]}…\n\n(the whole answer: {document})"
+        ls.show_message(kind, ls.in_client_words(message))
+        if opens_beside(ls.capabilities, ls.client_name):
             try:
-                answer = await ls.port.request(
+                await ls.port.request(
                     types.WINDOW_SHOW_DOCUMENT,
                     types.ShowDocumentParams(uri=document.as_uri(), take_focus=False),
                 )
-                shown = isinstance(answer, types.ShowDocumentResult) and answer.success
             except Exception as error:
                 log.info("lsp-agent: the answer document was not shown: %r", error)
-        message = text if len(text) <= ANSWER_IN_MESSAGE else text[:ANSWER_IN_MESSAGE] + "…"
-        if len(text) > ANSWER_IN_MESSAGE or not shown:
-            message += f"\n\n(the whole answer: {document})"
-        kind = types.MessageType.Error if result.status == "failed" else types.MessageType.Info
-        ls.show_message(kind, ls.in_client_words(message))
 
 
-def _answer_file(agent: Agent, result: TurnResult, text: str) -> Path:
-    """The turn's answer as a Markdown file beside the session's transcript."""
+REPLACES_THE_VIEW = frozenset({"helix"})
+"""Clients (by `clientInfo.name`) that show a document in place of the user's view whatever
+`takeFocus` says (Helix opens it in the current view unless a popup is open): they get the
+answer's path in the message instead."""
+
+
+def opens_beside(capabilities: types.ClientCapabilities, client_name: str) -> bool:
+    """Whether `window/showDocument` with `takeFocus: false` opens the answer without taking the
+    user's view: the client supports the request (Neovim 0.7 says `support: false`: only
+    `support` counts) and is not one known to replace the view."""
+    window = capabilities.window
+    if window is None or window.show_document is None or not window.show_document.support:
+        return False
+    return client_name.lower() not in REPLACES_THE_VIEW
+
+
+def _answer_file(agent: Agent, result: TurnResult, turn: int, text: str) -> Path:
+    """The turn's answer as a Markdown file beside the session's transcript, one per turn
+    (`answers/<session>-<turn>.md`): an editor that shows it never meets it rewritten."""
     folder = agent.store.directory / "answers"
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{result.session}.md"
+    path = folder / f"{result.session}-{turn}.md"
     path.write_text(text + "\n", encoding="utf-8")
     return path
 

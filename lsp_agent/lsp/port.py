@@ -5,13 +5,19 @@ and the client's capabilities: `workspace_edit`), questions `window/showMessageR
 `lspAgent/event` (to clients that asked for them) and `$/progress`. A request the turn stops
 waiting for (a cancel, a question's time limit) is withdrawn with `$/cancelRequest`, and a late
 answer to it is dropped quietly.
+
+eglot tells the server of a buffer's changes only once Emacs has been idle for a moment, which
+can be long after it answered an edit. The turn is never held for that: an edit eglot refused
+because its buffer moved on waits a moment for the buffer eglot named, and an edit it applied
+is taken as applied whole (eglot applies all of an edit or none); the buffer's version is
+judged by the change tracker when it comes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -24,6 +30,7 @@ from lsp_agent.lsp import names, positions
 from lsp_agent.lsp.arguments import ClientOptions
 from lsp_agent.lsp.documents import Buffer
 from lsp_agent.port import Document, EditOutcome, EditProposal, wait_until
+from lsp_agent.safety.permissions import ANSWER_DENY
 
 ANNOTATION_ID = "lsp-agent"
 
@@ -153,6 +160,9 @@ class Connection(Protocol):
     client: ClientOptions
     capabilities: types.ClientCapabilities
     position_encoding: str
+    client_name: str
+
+    def shown_path(self, uri: str) -> str: ...
 
     @property
     def work_done_progress(self) -> Progress: ...
@@ -177,6 +187,12 @@ class LspPort:
         """Work-done tokens of running turns, by session id."""
         self._changed = asyncio.Event()
         """Set (and replaced) whenever the editor opens or changes a buffer."""
+        self._ahead: dict[Path, int] = {}
+        """Buffers the editor said it has a newer version of than it has sent (eglot's refusal
+        names it): an edit pinned below that version is not sent to be refused again."""
+        self._applied_whole: dict[Path, tuple[int, str, bool]] = {}
+        """Edits an editor that applies edits whole said it applied and whose buffer has not
+        reported them yet: the pinned version, the text they make, its byte-order mark."""
 
     async def read_document(self, path: Path) -> Document | None:
         document = self.server.open_document(path)
@@ -196,6 +212,11 @@ class LspPort:
             document = self.server.open_document(path)
             return document is not None and (document.version is None or document.version > version)
 
+        whole = self._applied_whole.pop(path, None)
+        if whole is not None and whole[0] == version and not newer():
+            # What eglot applied is the edit as sent, on that version: the turn goes on, and
+            # the change tracker judges the buffer's next version when eglot sends it.
+            return Document(whole[1], None, whole[2])
         if not await wait_until(newer, lambda: self._changed, timeout):
             return None
         return await self.read_document(path)
@@ -215,6 +236,9 @@ class LspPort:
             return EditOutcome(
                 False, f"this editor cannot {missing} files over LSP", unsupported=True
             )
+        if self._behind(proposal):
+            # The editor has a newer buffer than it has sent: it would refuse the edit again.
+            return EditOutcome(False, "the editor has newer text than it has sent", stale=True)
         # Diffing a large rewrite takes a while: keep it off the event loop.
         edit = await asyncio.to_thread(workspace_edit, proposal, caps, server.position_encoding)
         if self._moved_on(proposal):
@@ -228,8 +252,8 @@ class LspPort:
         except JsonRpcException as error:
             if refused_as_stale(error):
                 # eglot checks the version itself, and tells the server of the typing that
-                # moved it on only once the user pauses: wait for that, to merge onto it.
-                await self._newer_versions(proposal)
+                # moved it on only once the user pauses: wait a moment for that, to merge onto it.
+                await self._newer_versions(proposal, error)
                 return EditOutcome(False, "the buffer changed before the edit landed", stale=True)
             if not declined(error):
                 failure = f"the editor failed to apply the edit: {error}"
@@ -237,6 +261,7 @@ class LspPort:
             result = types.ApplyWorkspaceEditResult(applied=False)
         applied, reason = _apply_result(result)
         if applied:
+            self._applied(proposal)
             return EditOutcome(True)
         if reason is not None and says_stale(reason):
             # The editor refused the edit because the text moved on, not because the user said
@@ -251,12 +276,40 @@ class LspPort:
         # model, and the same edit is not proposed again.
         return EditOutcome(False, reason)
 
-    async def _newer_versions(self, proposal: EditProposal) -> None:
-        """Wait until every buffer the proposal is pinned to has a newer version (each at most
-        `STALE_WAIT_S`)."""
+    async def _newer_versions(self, proposal: EditProposal, error: JsonRpcException) -> None:
+        """After eglot refused the proposal as made for an older buffer: wait until the buffer
+        it named reaches the version eglot said it has (at most `STALE_WAIT_S`, never the
+        turn's time), and remember that version until it comes."""
+        refusal = STALE_REFUSAL.search(error.message)
+        assert refusal is not None
+        required, have = int(refusal.group(1)), int(refusal.group(2))
         for change in proposal.changes:
-            if change.version is not None:
-                await self.buffer_after(change.path, change.version, STALE_WAIT_S)
+            if change.version == required:
+                self._ahead[change.path] = max(have, self._ahead.get(change.path, have))
+                await self.buffer_after(change.path, have - 1, STALE_WAIT_S)
+
+    def _applied(self, proposal: EditProposal) -> None:
+        """The editor applied the proposal: when it applies edits whole, what each buffer now
+        holds is known before the editor reports it (`buffer_after`)."""
+        if not applies_whole(self.server.client_name):
+            return
+        for change in proposal.changes:
+            if change.version is not None and change.after is not None:
+                self._applied_whole[change.path] = (change.version, change.after, change.bom)
+
+    def _behind(self, proposal: EditProposal) -> bool:
+        """Whether a buffer the proposal is pinned to is older than the editor said it has."""
+        behind = False
+        for change in proposal.changes:
+            ahead = self._ahead.get(change.path)
+            if ahead is None:
+                continue
+            document = self.server.open_document(change.path)
+            if document is None or document.version is None or document.version >= ahead:
+                del self._ahead[change.path]  # it came (or the buffer is gone)
+            elif change.version is not None and change.version < ahead:
+                behind = True
+        return behind
 
     def _moved_on(self, proposal: EditProposal) -> bool:
         """Whether a buffer the proposal is pinned to has a newer version now."""
@@ -269,10 +322,15 @@ class LspPort:
         return False
 
     async def ask_user(self, question: str, actions: Sequence[str]) -> str | None:
+        """`window/showMessageRequest`, the refusal first: eglot offers the first action as the
+        default (RET takes it) and Helix preselects it (Enter takes it), so a stray key denies.
+        An error answer (a client that cannot ask, a prompt the user quit, a cancelled
+        request) or no choice is None at once: the gate counts it as Deny."""
+        ordered = sorted(actions, key=lambda action: action != ANSWER_DENY)
         params = types.ShowMessageRequestParams(
             type=types.MessageType.Warning,
             message=question,
-            actions=[types.MessageActionItem(title=action) for action in actions],
+            actions=[types.MessageActionItem(title=action) for action in ordered],
         )
         try:
             answer = await self.request(types.WINDOW_SHOW_MESSAGE_REQUEST, params)
@@ -293,7 +351,7 @@ class LspPort:
         token = self.progress.get(event["session"])
         if token is None:
             return
-        message = progress_message(event)
+        message = progress_message(event, self.server.shown_path)
         if message is not None:
             self.report(
                 token, types.WorkDoneProgressReport(message=message[:200], cancellable=True)
@@ -328,15 +386,16 @@ def _apply_result(result: Any) -> tuple[bool, str | None]:
     return result.applied is True, result.failure_reason
 
 
-def progress_message(event: dict[str, Any]) -> str | None:
-    """The `$/progress` report of one turn event; None for events progress does not show."""
+def progress_message(event: dict[str, Any], shown_path: Callable[[str], str]) -> str | None:
+    """The `$/progress` report of one turn event (a file named by `shown_path` of its URI, as
+    the user names it); None for events progress does not show."""
     kind = event["kind"]
     if kind == "tool":
         return f"{event['name']} …"
     if kind == "toolResult":
         return str(event["summary"])
     if kind == "edit":
-        return ("applied " if event["applied"] else "rejected ") + str(event["uri"])
+        return ("applied " if event["applied"] else "rejected ") + shown_path(str(event["uri"]))
     if kind == "text":
         return "writing the answer…"
     if kind == "permission":
@@ -350,12 +409,24 @@ def progress_message(event: dict[str, Any]) -> str | None:
     return None
 
 
-STALE_WAIT_S = 10.0
+STALE_WAIT_S = 2.0
 """How long an editor that refused an edit as made for an older buffer may take to send the
-newer one (eglot sends typing once the user pauses for half a second)."""
+buffer it has (eglot sends typing once the user pauses for half a second): longer, the model
+hears that the user is typing there, and reads the file again."""
 
-STALE_REFUSAL = re.compile(r"require version \d+, (you )?have \d+")
-"""eglot's error answer to an edit pinned to an older version of the buffer than it has."""
+STALE_REFUSAL = re.compile(r"require version (\d+), (?:you )?have (\d+)")
+"""eglot's error answer to an edit pinned to an older version of the buffer than it has
+(the version the edit required, and the one eglot has)."""
+
+APPLIES_WHOLE = frozenset({"eglot"})
+"""Clients (by `clientInfo.name`, in lower case) that check an edit's version and apply all of
+it or none, and report the change only later (eglot, when the user is idle): their "applied"
+is what was sent."""
+
+
+def applies_whole(client_name: str) -> bool:
+    """Whether the client applies an edit it accepts exactly as sent (`APPLIES_WHOLE`)."""
+    return client_name.lower() in APPLIES_WHOLE
 
 
 def refused_as_stale(error: JsonRpcException) -> bool:

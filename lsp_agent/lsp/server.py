@@ -31,7 +31,7 @@ from pygls.uris import to_fs_path
 
 from lsp_agent import __version__
 from lsp_agent.config import Settings, load_settings
-from lsp_agent.lsp import names, positions, protocol
+from lsp_agent.lsp import names, protocol
 from lsp_agent.lsp.actions import KINDS, code_actions, relative
 from lsp_agent.lsp.arguments import ClientOptions, client_options
 from lsp_agent.lsp.connection import EXIT_GRACE_S, ParseError, Writer
@@ -49,9 +49,6 @@ if TYPE_CHECKING:
 AGENT_MODULES = ("lsp_agent.agent.sessions", "lsp_agent.model.openai", "lsp_agent.session.store")
 
 log = logging.getLogger(__name__)
-
-SELECTION_CHARS = 4000
-"""How much of the selection a code action's prompt carries (the agent can read the rest)."""
 
 WITHDRAWN_KEPT = 256
 """Ids of withdrawn requests remembered, so that their late answers are dropped quietly."""
@@ -84,6 +81,8 @@ class AgentServer(LanguageServer):
         """The client's capabilities, as `initialize` sent them."""
         self.position_encoding = "utf-16"
         """The position encoding agreed at `initialize`."""
+        self.client_name = ""
+        """The client's `clientInfo.name` (`helix`, `Neovim`, `Eglot`, …), "" when it sent none."""
         self.settings: Settings | None = None
         """The settings in effect, once the editor's have been read."""
         self.editor_settings: dict[str, Any] = {}
@@ -402,6 +401,7 @@ class AgentServer(LanguageServer):
         """Take what `initialize` says (capabilities, folders, settings); pygls answers with
         the capabilities of the features registered here."""
         self.capabilities = params.capabilities
+        self.client_name = params.client_info.name if params.client_info is not None else ""
         # pygls advertises the encoding it chooses here; the server counts in the same one.
         encoding = ServerCapabilitiesBuilder.choose_position_encoding(params.capabilities)
         self.position_encoding = (
@@ -474,25 +474,33 @@ class AgentServer(LanguageServer):
             f"not {type(section).__name__}: using the other sources",
         )
 
-    def code_actions(self, params: types.CodeActionParams) -> list[types.CodeAction]:
-        """lsp-agent's code actions for a request (`actions.py`); nothing slow happens here."""
+    async def code_actions(self, params: types.CodeActionParams) -> list[types.CodeAction]:
+        """lsp-agent's code actions for a request (`actions.py`): the file as the editor shows
+        it (its buffer, else the disk), read off the event loop with the tree that finds the
+        code at the cursor."""
         uri = params.text_document.uri
         path = _buffer_path(uri)
         if path is None:
             return []
         document = self.document(uri)
-        start, end = params.range.start, params.range.end
-        selected = ""
-        if document is not None:
-            selected = positions.text_range(
-                document.source,
-                (start.line, start.character),
-                (end.line, end.character),
-                self.position_encoding,
-            )[:SELECTION_CHARS]
         settings = self.settings or load_settings(self.editor_settings)[0]
-        rel = relative(path.resolve(), [folder.root for folder in self.folders])
-        return code_actions(params, settings.code_actions, rel, selected)
+        roots = [folder.root for folder in self.folders]
+        source = document.source.removeprefix("\ufeff") if document is not None else None
+        encoding = self.position_encoding
+
+        def build() -> list[types.CodeAction]:
+            text = source if source is not None else _disk_text(path)
+            rel = relative(path.resolve(), roots)
+            return code_actions(params, settings.code_actions, rel, text, encoding)
+
+        return await asyncio.to_thread(build)
+
+    def shown_path(self, uri: str) -> str:
+        """A file URI as the user names the file: relative to its workspace folder."""
+        path = _buffer_path(uri)
+        if path is None:
+            return uri
+        return relative(path, [folder.root for folder in self.folders])
 
     def in_client_words(self, text: str) -> str:
         """`text` with every `lspAgent.<setting>` named the way this client's user sets it."""
@@ -572,6 +580,15 @@ def _path_uri(path: Any) -> str | None:
     return Path(path).as_uri()
 
 
+def _disk_text(path: Path) -> str:
+    """A file's text as a code action reads it when the editor has not opened it ("" when it
+    cannot be read)."""
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").removeprefix("\ufeff")
+    except OSError:
+        return ""
+
+
 def _buffer_path(uri: str) -> Path | None:
     fs_path = to_fs_path(uri)
     return Path(fs_path) if fs_path else None
@@ -623,9 +640,9 @@ def _register_documents(ls: AgentServer) -> None:
     @ls.feature(
         types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(code_action_kinds=list(KINDS))
     )
-    def code_action(params: types.CodeActionParams) -> list[types.CodeAction]:
+    async def code_action(params: types.CodeActionParams) -> list[types.CodeAction]:
         """lsp-agent's actions for the cursor, the selection, and each problem reported there."""
-        return ls.code_actions(params)
+        return await ls.code_actions(params)
 
     @ls.feature(types.TEXT_DOCUMENT_DID_SAVE)
     def did_save(params: types.DidSaveTextDocumentParams) -> None:

@@ -201,6 +201,21 @@ def problems(
     return found
 
 
+def parsed(language: str, text: str) -> Tree | None:
+    """`text` parsed with the grammar of `language` (a kept tree of the same text reused, and
+    kept for the next call); None when it cannot be parsed (no grammar, tree-sitter missing,
+    over the time budget). For readers of the tree other than the guard (`definitions.py`)."""
+    grammar = _grammar(language)
+    if grammar is None:
+        return None
+    tree = _TREES.get(language, text)
+    if tree is None:
+        tree = _parse(grammar, text, None)
+        if tree is not None:
+            _TREES.put(language, text, tree)
+    return tree
+
+
 def _parse(grammar: Language, text: str, base: Tree | None) -> Tree | None:
     """`text` parsed, from `base` (an edited tree of a nearby text) when given; None past the
     time budget."""

@@ -3,6 +3,7 @@
 --- ended (the lines are written by render.lua, as in the chat).
 local compat = require("lsp_agent.compat")
 local config = require("lsp_agent.config")
+local layout = require("lsp_agent.layout")
 local render = require("lsp_agent.render")
 local state = require("lsp_agent.state")
 
@@ -54,7 +55,11 @@ function M.show(entry, focus)
   if not win then
     local options = config.options.answer
     local previous = vim.api.nvim_get_current_win()
-    if options.position == "float" then
+    local position = options.position
+    if position == "right" and not options.size and layout.narrow() then
+      position = "bottom" -- beside the code, it would leave the code too few columns
+    end
+    if position == "float" then
       local width = options.size or math.floor(vim.o.columns * 0.8)
       local height = math.floor(vim.o.lines * 0.8)
       win = vim.api.nvim_open_win(bufnr, true, {
@@ -66,7 +71,7 @@ function M.show(entry, focus)
         border = "rounded",
         style = "minimal",
       })
-    elseif options.position == "bottom" then
+    elseif position == "bottom" then
       vim.cmd(("botright %dsplit"):format(options.size or math.floor(vim.o.lines * 0.35)))
       win = vim.api.nvim_get_current_win()
       vim.api.nvim_win_set_buf(win, bufnr)

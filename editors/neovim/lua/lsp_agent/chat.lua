@@ -10,7 +10,9 @@
 local client = require("lsp_agent.client")
 local config = require("lsp_agent.config")
 local decisions = require("lsp_agent.decisions")
+local layout = require("lsp_agent.layout")
 local protocol = require("lsp_agent.protocol")
+local references = require("lsp_agent.references")
 local render = require("lsp_agent.render")
 local selection = require("lsp_agent.selection")
 local state = require("lsp_agent.state")
@@ -110,6 +112,8 @@ local function chat_for(root)
   end
   if not valid(chat.input) then
     chat.input = scratch("lsp-agent://chat-input", root, true)
+    -- <C-x><C-o> completes #buffer and #file:path (references.lua).
+    vim.bo[chat.input].omnifunc = "v:lua.require'lsp_agent.chat'.omnifunc"
   end
   state.chats[root] = chat
   map_keys(chat)
@@ -150,7 +154,7 @@ local function show(chat)
       vim.cmd(("aboveleft %dsplit"):format(math.max(3, math.floor(vim.o.lines * 0.3))))
     elseif options.position == "tab" then
       vim.cmd("tab split")
-    elseif options.position == "bottom" then
+    elseif options.position == "bottom" or (not options.size and layout.narrow()) then
       vim.cmd(("botright %dsplit"):format(options.size or math.floor(vim.o.lines * 0.45)))
     else
       vim.cmd(
@@ -318,10 +322,14 @@ end
 --- @param id integer the client
 --- @param entry lsp_agent.ClientState
 --- @param target lsp_agent.Target|nil a selection to send with the next prompt
-function M.open(id, entry, target)
+--- @param origin integer|nil the buffer the user was in (what `#buffer` names)
+function M.open(id, entry, target, origin)
   local chat = chat_for(entry.root)
   if target then
     chat.context = target
+  end
+  if origin and selection.of(origin, entry.root) then
+    chat.origin = origin
   end
   M.focus_input(chat, true)
   if not chat.loaded then
@@ -359,8 +367,68 @@ local function restore(chat, lines, target)
   chat.context = chat.context or target
 end
 
+--- The file `#buffer` names: the one in the window the user works in, else the one they were in
+--- when they opened the chat; its path relative to the workspace, or nil.
+local function buffer_name(chat)
+  local work = layout.work_window()
+  local bufnr = work and vim.api.nvim_win_get_buf(work) or nil
+  local target = bufnr and selection.of(bufnr, chat.root)
+  if not target and chat.origin and vim.api.nvim_buf_is_valid(chat.origin) then
+    target = selection.of(chat.origin, chat.root)
+  end
+  return target and target.name or nil
+end
+
+--- The files the prompt's `#buffer` and `#file:path` name, each once; nil and why when one
+--- names no file.
+--- @return string[]|nil, string|nil
+local function named_files(chat, prompt)
+  local files, seen = {}, {}
+  for _, ref in ipairs(references.parse(prompt)) do
+    local name = ref.path
+    if ref.kind == "buffer" then
+      name = buffer_name(chat)
+      if not name then
+        return nil, "#buffer: go to a file of the workspace first"
+      end
+    else
+      local path = chat.root .. "/" .. name
+      if vim.fn.filereadable(path) == 0 and vim.fn.bufnr(path) == -1 then
+        -- One short line: a longer one would stop the typing at a hit-enter prompt.
+        local shown = vim.fn.strchars(name) > 40
+            and ("…" .. vim.fn.strcharpart(name, vim.fn.strchars(name) - 39))
+          or name
+        return nil, ("#file:%s: no such file here"):format(shown)
+      end
+    end
+    if not seen[name] then
+      seen[name] = true
+      files[#files + 1] = name
+    end
+  end
+  return files, nil
+end
+
+--- 'omnifunc' of the chat's input: completes `#buffer` and `#file:path` (<C-x><C-o>).
+--- @param findstart integer
+--- @param base string
+function M.omnifunc(findstart, base)
+  if findstart == 1 then
+    local line = vim.api.nvim_get_current_line()
+    local before = line:sub(1, vim.api.nvim_win_get_cursor(0)[2])
+    local start = before:find("#[%w:_./%-~]*$")
+    return start and (start - 1) or -3
+  end
+  local chat = chat_of(vim.api.nvim_get_current_buf())
+  if not chat then
+    return {}
+  end
+  return references.complete(base, chat.root, buffer_name(chat))
+end
+
 --- Send what the input holds as the next prompt of the chat's session (once the conversation
---- is drawn, if it is still loading: the input is free at once for the next prompt).
+--- is drawn, if it is still loading: the input is free at once for the next prompt). The files
+--- it names with `#` go along, listed after it.
 --- @param chat lsp_agent.Chat|nil the chat of the current buffer when nil
 function M.send(chat)
   chat = chat or chat_of(vim.api.nvim_get_current_buf())
@@ -371,6 +439,11 @@ function M.send(chat)
   local prompt = vim.trim(table.concat(lines, "\n"))
   if prompt == "" then
     notify("write your question in the chat input first")
+    return
+  end
+  local files, unknown = named_files(chat, prompt)
+  if not files then
+    notify(unknown, vim.log.levels.WARN)
     return
   end
   local id, entry = server(chat, true)
@@ -423,7 +496,7 @@ function M.send(chat)
     running.session = chat.session
     entry.session = chat.session or entry.session
     local argument = selection.add_to(
-      { prompt = prompt, session = chat.session },
+      { prompt = references.with_files(prompt, files), session = chat.session },
       target,
       lsp_client.offset_encoding or "utf-16"
     )

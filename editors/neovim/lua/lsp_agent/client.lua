@@ -131,8 +131,9 @@ local function start(root)
   if vim.fn.executable(cmd[1]) == 0 then
     vim.notify(
       (
-        "lsp-agent: %s is not executable: install lsp-agent (pip install lsp-agent) or set `cmd` "
-        .. "in require('lsp_agent').setup(); :checkhealth lsp_agent says more"
+        "lsp-agent: %s is not executable: install the server from a clone of the lsp-agent "
+        .. "repository (pipx install /path/to/lsp-agent), or set `cmd` in "
+        .. "require('lsp_agent').setup() to its full path; :checkhealth lsp_agent says more"
       ):format(cmd[1]),
       vim.log.levels.ERROR
     )

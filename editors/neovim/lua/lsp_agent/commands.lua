@@ -10,6 +10,7 @@ M.SUBCOMMANDS = {
   { "new", "start a new session" },
   { "sessions", "pick a stored session to continue" },
   { "status", "model, endpoint, sandbox and sessions in effect" },
+  { "model", "choose the model from those the endpoint lists" },
   { "answer", "show the answer buffer" },
   { "review", "go to the edit or question that waits for you" },
   { "restart", "stop the server (the next command starts it)" },
@@ -44,6 +45,8 @@ function M.run(opts)
     agent.sessions()
   elseif sub == "status" then
     agent.show_status()
+  elseif sub == "model" then
+    agent.model(rest ~= "" and rest or nil)
   elseif sub == "answer" then
     agent.show_answer()
   elseif sub == "review" then

@@ -52,7 +52,11 @@ M.defaults = {
   review = {
     --- Lines of context shown around each hunk.
     context = 3,
-    --- Where the review opens: "bottom", "right" or "tab".
+    --- "diff": each edit in a diff window of its own; "inline": in the real buffer, the
+    --- removed lines marked and the added ones shown below them (files the edit creates are
+    --- still reviewed as a diff).
+    style = "diff",
+    --- Where the diff review opens: "bottom", "right" or "tab".
     position = "bottom",
     --- Decisions take two keys, which typing text never produces by accident.
     --- @type lsp_agent.Keys
@@ -79,6 +83,7 @@ M.default_keymaps = {
   new = "<leader>an",
   sessions = "<leader>as",
   status = "<leader>ai",
+  model = "<leader>am",
   answer = "<leader>ao",
   review = "<leader>ar",
 }
@@ -168,6 +173,7 @@ local SCHEMA = {
   },
   review = {
     context = whole(0),
+    style = one_of("diff", "inline"),
     position = one_of("bottom", "right", "tab"),
     keys = {
       accept = key_sequence,
@@ -331,12 +337,58 @@ local function risky_keys(keys, problems)
   end
 end
 
---- Check `opts` and merge them over the defaults. Never throws.
+--- Settings that decide where the code and the API key go and what the agent may do unasked:
+--- taken only from setup() in the user's own configuration, never from a project's files (a
+--- cloned repository's `.nvim.lua` could send both elsewhere, or allow every command).
+M.USER_LEVEL = { "baseUrl", "apiKey", "provider", "permissions", "mode" }
+
+--- Project-local configuration files: what 'exrc' sources (`.nvim.lua`, `.nvimrc`, `.exrc`),
+--- and lazy.nvim's per-project spec (`.lazy.lua`).
+M.PROJECT_FILES =
+  { [".nvim.lua"] = true, [".nvimrc"] = true, [".exrc"] = true, [".lazy.lua"] = true }
+
+local function project_file(path)
+  return type(path) == "string" and M.PROJECT_FILES[vim.fn.fnamemodify(path, ":t")] and path or nil
+end
+
+--- The project-local file the running code was called from, or nil: a Lua file on the call
+--- stack, or the Vim script being sourced (a `.nvimrc` that runs `:lua`).
+--- @return string|nil
+function M.project_caller()
+  for level = 2, 60 do
+    local info = debug.getinfo(level, "S")
+    if not info then
+      break
+    end
+    local source = info.source or ""
+    local found = source:sub(1, 1) == "@" and project_file(source:sub(2))
+    if found then
+      return found
+    end
+  end
+  local ok, sourced = pcall(vim.fn.expand, "<sfile>")
+  if ok and project_file(sourced) then
+    return sourced
+  end
+  local stacked, stack = pcall(vim.fn.expand, "<stack>")
+  for _, part in ipairs(stacked and vim.split(stack or "", "..", { plain = true }) or {}) do
+    local found = project_file((part:gsub("%[%d+%]$", "")))
+    if found then
+      return found
+    end
+  end
+  return nil
+end
+
+--- Check `opts` and merge them over the defaults. Never throws. When `project` names the
+--- project-local file that called setup(), they are merged over the options in effect instead,
+--- and the `USER_LEVEL` settings keep their values.
 --- @param opts table|nil
+--- @param project string|nil
 --- @return table options, string[] problems (one sentence each)
-function M.set(opts)
+function M.set(opts, project)
   local problems = {}
-  local options = vim.deepcopy(M.defaults)
+  local options = copy(project and M.options or M.defaults)
   if opts ~= nil and type(opts) ~= "table" then
     problems[#problems + 1] = ("setup() takes a table of options, not %s"):format(describe(opts))
     opts = {}
@@ -344,6 +396,22 @@ function M.set(opts)
   merge(opts or {}, SCHEMA, M.defaults, options, "", problems)
   keymap_problems(options.keymaps, problems)
   risky_keys(options.review.keys, problems)
+  if project then
+    local kept = M.options.settings or {}
+    local refused = {}
+    for _, key in ipairs(M.USER_LEVEL) do
+      if options.settings[key] ~= nil and not vim.deep_equal(options.settings[key], kept[key]) then
+        refused[#refused + 1] = key
+      end
+      options.settings[key] = copy(kept[key])
+    end
+    if #refused > 0 then
+      problems[#problems + 1] = (
+        "settings %s from %s ignored: these are taken only from setup() in your own "
+        .. "configuration, never from a project's files"
+      ):format(table.concat(refused, ", "), project)
+    end
+  end
   M.options = options
   return options, problems
 end

@@ -147,7 +147,9 @@ function M.check()
   local executable = vim.fn.exepath(cmd[1])
   if executable == "" then
     report.error(("server command %q not found"):format(cmd[1]), {
-      "install the server: pip install lsp-agent (or pipx install lsp-agent)",
+      "install the server from a clone of the lsp-agent repository: pipx install "
+        .. "/path/to/lsp-agent (or python3 -m venv ~/.local/lsp-agent && "
+        .. "~/.local/lsp-agent/bin/pip install /path/to/lsp-agent)",
       "or give its full path in setup(): cmd = { '/path/to/lsp-agent', 'serve' }",
     })
     return

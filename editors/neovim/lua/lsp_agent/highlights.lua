@@ -9,9 +9,12 @@ M.LINKS = {
   LspAgentReviewChange = "DiffChange", -- a hunk's `@@` line
   LspAgentReviewSkipped = "Comment", -- the lines of an unticked hunk
   LspAgentReviewFile = "Title", -- the file lines (`diff`, `---`, `+++`)
+  LspAgentInlineAdd = "DiffAdd", -- the inline review: lines a hunk adds (shown below)
+  LspAgentInlineDelete = "DiffDelete", -- the inline review: lines a hunk removes
   LspAgentHint = "Comment", -- key hints, and notes in the answer buffer
   LspAgentQuestion = "Question", -- the agent's question
   LspAgentChoice = "Identifier", -- the answers to choose from
+  LspAgentChoiceSelected = "PmenuSel", -- the answer under the cursor, which <CR> gives
 }
 
 --- Define the links (again after `:colorscheme`, which clears every group first).

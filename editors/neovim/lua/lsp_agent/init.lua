@@ -35,6 +35,7 @@ local function install_keymaps(keymaps)
     new = { n = "<cmd>LspAgent new<CR>" },
     sessions = { n = "<cmd>LspAgent sessions<CR>" },
     status = { n = "<cmd>LspAgent status<CR>" },
+    model = { n = "<cmd>LspAgent model<CR>" },
     answer = { n = "<cmd>LspAgent answer<CR>" },
     review = { n = "<cmd>LspAgent review<CR>" },
   }
@@ -70,7 +71,7 @@ end
 --- throws: an unknown option or a bad value is a warning, and the default stays.
 --- @param opts table|nil
 function M.setup(opts)
-  local _, problems = config.set(opts)
+  local _, problems = config.set(opts, config.project_caller())
   configured = true
   local group = vim.api.nvim_create_augroup("lsp_agent", { clear = true })
   vim.api.nvim_create_autocmd({ "BufReadPost", "BufNewFile", "BufFilePost" }, {
@@ -266,11 +267,55 @@ function M.new_session()
   end)
 end
 
+--- When a session started, as a person says it: "today 14:02", "yesterday 09:15",
+--- "Mon 03 Nov 14:02" this year, "2025-11-03 14:02" before; the text as it came when it is not
+--- an ISO 8601 time.
+--- @param started any `started` of `lspAgent.sessions` ("2026-12-07T05:16:03.123+00:00")
+--- @param now integer|nil the time now (seconds since the epoch)
+--- @return string
+function M.when(started, now)
+  if type(started) ~= "string" then
+    return tostring(started)
+  end
+  local y, mo, d, h, mi, s, zone = started:match("^(%d+)-(%d+)-(%d+)T(%d+):(%d+):(%d+)[%.%d]*(.*)$")
+  if not y then
+    return started
+  end
+  local east = 0
+  local sign, zh, zm = zone:match("^([+-])(%d%d):?(%d%d)$")
+  if sign then
+    east = (tonumber(zh) * 3600 + tonumber(zm) * 60) * (sign == "-" and -1 or 1)
+  end
+  -- os.time reads a table as local time: the difference of the two readings of one moment is
+  -- the local offset from UTC.
+  local as_local = os.time({ year = y, month = mo, day = d, hour = h, min = mi, sec = s })
+  local probe = os.time()
+  local utc_offset = probe - os.time(os.date("!*t", probe))
+  local moment = as_local + utc_offset - east
+  now = now or probe
+  local day = os.date("%Y-%m-%d", moment)
+  if day == os.date("%Y-%m-%d", now) then
+    return "today " .. os.date("%H:%M", moment)
+  elseif day == os.date("%Y-%m-%d", now - 86400) then
+    return "yesterday " .. os.date("%H:%M", moment)
+  elseif os.date("%Y", moment) == os.date("%Y", now) then
+    return os.date("%a %d %b %H:%M", moment)
+  end
+  return os.date("%Y-%m-%d %H:%M", moment)
+end
+
 local function session_line(item, current_session)
   local title = (item.title and item.title ~= vim.NIL and item.title ~= "") and item.title
     or "(no question yet)"
   local mark = item.session == current_session and "* " or "  "
-  return ("%s%s  (%s turns, %s)"):format(mark, title, tostring(item.turns), tostring(item.started))
+  local turns = tonumber(item.turns) or 0
+  return ("%s%s  (%s, %d turn%s)"):format(
+    mark,
+    title,
+    M.when(item.started),
+    turns,
+    turns == 1 and "" or "s"
+  )
 end
 
 --- Pick a stored session with `vim.ui.select` and continue it.
@@ -305,7 +350,11 @@ function M.sessions()
           entry,
           ("_resumed session %s: %s_"):format(choice.session, tostring(choice.title))
         )
-        notify("resumed session " .. choice.session)
+        -- Once the list is gone from the screen (see model()).
+        vim.schedule(function()
+          vim.cmd("redraw")
+          notify("resumed session " .. choice.session)
+        end)
       end)
     end)
   end)
@@ -383,6 +432,69 @@ function M.show_status(callback)
   end)
 end
 
+--- Use `model` from now on: the plugin's `settings.model`, sent to every running server (the
+--- next turn uses it). It lasts until Neovim exits; `setup()` keeps one for good.
+--- @param model string
+function M.set_model(model)
+  ensure_setup()
+  config.options.settings = vim.tbl_extend("force", config.options.settings or {}, {
+    model = model,
+  })
+  for id in pairs(state.clients) do
+    local running = vim.lsp.get_client_by_id(id)
+    if running then
+      compat.set_settings(running, { [protocol.SETTINGS_SECTION] = client.settings() })
+      compat.notify(running, "workspace/didChangeConfiguration", { settings = vim.NIL })
+    end
+  end
+  notify(("model %s (until Neovim exits: setup() keeps one)"):format(model))
+end
+
+--- Choose the model from those the endpoint lists (`lspAgent.models`), with `vim.ui.select`;
+--- with `name`, use that one without asking.
+--- @param name string|nil
+function M.model(name)
+  if name and vim.trim(name) ~= "" then
+    M.set_model(vim.trim(name))
+    return
+  end
+  local id = current(true)
+  if not id then
+    return
+  end
+  client.when_ready(id, function(lsp_client)
+    client.execute(lsp_client, protocol.MODELS, nil, function(err, result)
+      if err then
+        notify(err.message or tostring(err), vim.log.levels.ERROR)
+        return
+      end
+      local models = type(result) == "table" and type(result.models) == "table" and result.models
+        or {}
+      local in_effect = result.current ~= vim.NIL and result.current or nil
+      if #models == 0 then
+        notify(("%s lists no models: :LspAgent model {name} sets one"):format(result.baseUrl))
+        return
+      end
+      vim.ui.select(models, {
+        prompt = ("Model for lsp-agent (%s)"):format(tostring(result.baseUrl)),
+        kind = "lsp_agent.model",
+        format_item = function(item)
+          return (item == in_effect and "* " or "  ") .. item
+        end,
+      }, function(choice)
+        if choice and choice ~= in_effect then
+          -- Once the list is gone from the screen: said over it, the message would wait for
+          -- a key at a hit-enter prompt.
+          vim.schedule(function()
+            vim.cmd("redraw")
+            M.set_model(choice)
+          end)
+        end
+      end)
+    end)
+  end)
+end
+
 --- Show the answer buffer (and move there).
 function M.show_answer()
   local id, entry = current(true)
@@ -411,7 +523,7 @@ function M.chat(opts)
       )
     end
   end
-  chat.open(id, entry, target)
+  chat.open(id, entry, target, bufnr)
 end
 
 --- What `lspAgent.undoTurn` answered, in a few lines for the user.

@@ -1,10 +1,12 @@
 --- The `window/showMessageRequest` handler: the agent's permission questions ("run this
---- command?") with the answers `Allow`, `Allow for this session` and `Deny`.
+--- command?") with the answers `Deny`, `Allow` and `Allow for this session`, in the order the
+--- server sends them (the refusal first).
 ---
 --- The question opens in a small floating window at the bottom right, without taking the
 --- cursor, and waits (see decisions.lua). The user goes to it with `:LspAgent review` and answers
 --- with `<CR>` on a choice; the cursor starts on the question, not on a choice, so a stray
---- `<CR>` answers nothing. No `inputlist()`, `confirm()` or picker ever reads keys typed for a
+--- `<CR>` answers nothing, and the choice under the cursor is marked, so that <CR> answers the
+--- one the user sees. No `inputlist()`, `confirm()` or picker ever reads keys typed for a
 --- buffer. When the server withdraws the question (`$/cancelRequest`: it timed out, the turn
 --- ended), the window closes.
 local compat = require("lsp_agent.compat")
@@ -13,28 +15,60 @@ local highlights = require("lsp_agent.highlights")
 
 local M = {}
 
-local HINT = "<CR> on a choice answers · q closes (it still waits: :LspAgent review)"
+local HINT = "j/k to a choice, <CR> answers · q closes (it still waits: :LspAgent review)"
 
 local Question = {}
 Question.__index = Question
 
---- The float's lines, the line of each choice, and the highlight of each line.
+--- Namespace of the mark on the choice under the cursor.
+local MARK = vim.api.nvim_create_namespace("lsp_agent_question_mark")
+
+--- The float's lines, the line of each choice, and the highlight of each line. The choices
+--- follow the question directly, one a line, each named in full.
 function Question:render()
   local lines, groups, choices = {}, {}, {}
   for _, line in ipairs(vim.split(self.message, "\n", { plain = true })) do
     lines[#lines + 1] = line
     groups[#lines] = "LspAgentQuestion"
   end
-  lines[#lines + 1] = ""
   for i, action in ipairs(self.actions) do
-    lines[#lines + 1] = "  → " .. tostring(action.title)
+    lines[#lines + 1] = "    " .. tostring(action.title)
     groups[#lines] = "LspAgentChoice"
     choices[#lines] = i
   end
-  lines[#lines + 1] = ""
   lines[#lines + 1] = HINT
   groups[#lines] = "LspAgentHint"
   return lines, groups, choices
+end
+
+--- Mark the choice under the cursor (`▶`, highlighted, and what <CR> answers), so that the
+--- answer is the one the user sees; nothing is marked while the cursor is on the question.
+function Question:mark()
+  if not (self.bufnr and vim.api.nvim_buf_is_valid(self.bufnr)) then
+    return
+  end
+  vim.api.nvim_buf_clear_namespace(self.bufnr, MARK, 0, -1)
+  local win = self.win
+  if not (win and vim.api.nvim_win_is_valid(win)) then
+    return
+  end
+  local line = vim.api.nvim_win_get_cursor(win)[1]
+  local index = self.choices[line]
+  self.marked = index
+  if not index then
+    return
+  end
+  vim.api.nvim_buf_set_extmark(self.bufnr, MARK, line - 1, 0, {
+    virt_text = { { "  ▶ ", "LspAgentChoiceSelected" } },
+    virt_text_pos = "overlay",
+    end_row = line - 1,
+    end_col = #self.lines[line],
+    hl_group = "LspAgentChoiceSelected",
+  })
+  vim.api.nvim_buf_set_extmark(self.bufnr, MARK, line - 1, 0, {
+    virt_text = { { "  <CR> answers this", "LspAgentHint" } },
+    virt_text_pos = "eol",
+  })
 end
 
 function Question:buffer()
@@ -65,6 +99,13 @@ function Question:buffer()
   map("q", function()
     pcall(vim.cmd, "close")
   end, "close; the question still waits")
+  vim.api.nvim_create_autocmd("CursorMoved", {
+    buffer = bufnr,
+    desc = "lsp-agent: mark the choice under the cursor",
+    callback = function()
+      self:mark()
+    end,
+  })
   return bufnr
 end
 
@@ -109,6 +150,7 @@ function Question:show(focus)
     -- On the question, not on a choice: answering takes a move and a <CR>.
     vim.api.nvim_win_set_cursor(self.win, { 1, 0 })
   end
+  self:mark()
 end
 
 function Question:close()

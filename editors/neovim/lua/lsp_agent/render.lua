@@ -10,7 +10,34 @@ local SHOWN_ARGUMENTS = { "path", "pattern", "command", "name", "glob" }
 --- Buffer variable: the buffer ends in streamed text (the next chunk continues that line).
 local IN_TEXT = "lsp_agent_in_text"
 
---- A tool call's arguments in one short line.
+--- `text` on one line, at most 80 characters.
+local function one_line(text)
+  text = text:gsub("\n", " ")
+  return #text > 80 and (text:sub(1, 77) .. "...") or text
+end
+
+--- The files a patch names (`*** Update File: a.py`, `+++ b/a.py`), in order, each once. The
+--- event carries the patch's start only: a long patch may name more.
+--- @param patch string
+--- @return string[]
+function M.patch_files(patch)
+  local files, seen = {}, {}
+  for _, line in ipairs(vim.split(patch, "\n", { plain = true })) do
+    local name = line:match("^%*%*%* %a+ File: (.+)$")
+      or line:match("^%*%*%* Move to: (.+)$")
+      or line:match("^%+%+%+ b/(.+)$")
+      or line:match("^%+%+%+ (.+)$")
+    name = name and vim.trim((name:gsub("\t.*$", "")))
+    if name and name ~= "" and name ~= "/dev/null" and not seen[name] then
+      seen[name] = true
+      files[#files + 1] = name
+    end
+  end
+  return files
+end
+
+--- A tool call's arguments in one short line: the path, pattern or command it is about; the
+--- files of a patch; the number of items of a plan; else the arguments as JSON.
 --- @param args any
 --- @return string
 function M.describe_arguments(args)
@@ -19,13 +46,18 @@ function M.describe_arguments(args)
   end
   for _, key in ipairs(SHOWN_ARGUMENTS) do
     if type(args[key]) == "string" then
-      local value = args[key]:gsub("\n", " ")
-      return #value > 80 and (value:sub(1, 77) .. "...") or value
+      return one_line(args[key])
     end
   end
+  if type(args.patch) == "string" then
+    local files = M.patch_files(args.patch)
+    return #files > 0 and one_line(table.concat(files, ", ")) or "(a patch)"
+  end
+  if type(args.items) == "table" then
+    return ("%d item%s"):format(#args.items, #args.items == 1 and "" or "s")
+  end
   local ok, encoded = pcall(vim.json.encode, args)
-  encoded = ok and encoded or ""
-  return #encoded > 80 and (encoded:sub(1, 77) .. "...") or encoded
+  return one_line(ok and encoded or "")
 end
 
 --- What a prompt was about, in a few words: "hello.py", "hello.py, line 2", "hello.py, lines
@@ -145,12 +177,18 @@ end
 --- @param prompt string
 --- @param where string|nil
 function M.prompt(bufnr, prompt, where)
+  -- The files a `#` named go along as a line for the agent; the user reads them as a note.
+  local text, files = require("lsp_agent.references").split(prompt)
   local lines = {}
-  for i, line in ipairs(vim.split(prompt, "\n", { plain = true })) do
+  for i, line in ipairs(vim.split(text, "\n", { plain = true })) do
     lines[#lines + 1] = (i == 1 and "## " or "   ") .. line
   end
-  if where then
-    lines[#lines + 1] = "_(" .. where .. ")_"
+  local about = where and { where } or {}
+  if #files > 0 then
+    about[#about + 1] = "with " .. table.concat(files, ", ")
+  end
+  if #about > 0 then
+    lines[#lines + 1] = "_(" .. table.concat(about, "; ") .. ")_"
   end
   M.lines(bufnr, lines, true)
 end

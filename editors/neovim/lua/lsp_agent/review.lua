@@ -10,6 +10,8 @@ local compat = require("lsp_agent.compat")
 local config = require("lsp_agent.config")
 local decisions = require("lsp_agent.decisions")
 local highlights = require("lsp_agent.highlights")
+local inline = require("lsp_agent.inline")
+local layout = require("lsp_agent.layout")
 local state = require("lsp_agent.state")
 local text = require("lsp_agent.text")
 local workspace_edit = require("lsp_agent.workspace_edit")
@@ -144,6 +146,9 @@ function Review:buffer()
   pcall(vim.api.nvim_buf_set_name, bufnr, ("lsp-agent://review/%d"):format(bufnr))
   self:draw()
   vim.bo[bufnr].filetype = "diff"
+  -- The plugin colours every line itself (highlights.apply): the diff syntax would keep the
+  -- red and green of a hunk the user unticked.
+  vim.bo[bufnr].syntax = "OFF"
   local actions = self:actions()
   for action, lhs in pairs(config.options.review.keys) do
     if actions[action] then
@@ -161,9 +166,15 @@ end
 --- Show the review. Without `focus` the cursor stays where it is (in insert mode too).
 --- @param focus boolean
 function Review:show(focus)
-  local bufnr = self:buffer()
   local entry = state.get(self.client_id)
   local answer = require("lsp_agent.answer")
+  if self.inline then
+    self.key_actions = self.key_actions or self:actions()
+    inline.show(self, focus)
+    answer.set_step(entry, "review")
+    return
+  end
+  local bufnr = self:buffer()
   if focus then
     self.previous_win = vim.api.nvim_get_current_win()
   end
@@ -175,16 +186,23 @@ function Review:show(focus)
     -- A floating answer window would cover the review.
     self.answer_float = answer.hide_float(entry) or self.answer_float
     local previous = vim.api.nvim_get_current_win()
-    local height = math.min(vim.api.nvim_buf_line_count(bufnr) + 1, math.floor(vim.o.lines * 0.6))
-    if position == "tab" then
-      vim.cmd("tab split")
-    elseif position == "right" then
-      vim.cmd("botright vsplit")
+    local work = position ~= "tab" and layout.work_window() or nil
+    if work then
+      -- Inside the column of the user's window: its rows, given back to it on close.
+      self.sizes = layout.save()
+      if position == "right" then
+        local width = math.max(20, math.floor(vim.api.nvim_win_get_width(work) / 2))
+        self.win = layout.split(work, bufnr, width, true)
+      else
+        local room = math.floor(vim.api.nvim_win_get_height(work) * 0.6)
+        local height = math.min(vim.api.nvim_buf_line_count(bufnr) + 1, room)
+        self.win = layout.split(work, bufnr, math.max(height, 3), false)
+      end
     else
-      vim.cmd(("botright %dsplit"):format(math.max(height, 5)))
+      vim.cmd(position == "tab" and "tab split" or "botright split")
+      self.win = vim.api.nvim_get_current_win()
+      vim.api.nvim_win_set_buf(self.win, bufnr)
     end
-    self.win = vim.api.nvim_get_current_win()
-    vim.api.nvim_win_set_buf(self.win, bufnr)
     vim.wo[self.win].wrap = false
     vim.wo[self.win].number = false
     vim.wo[self.win].relativenumber = false
@@ -201,14 +219,21 @@ function Review:show(focus)
   answer.set_step(entry, "review")
 end
 
---- Close the review's window and buffer (the decision, if any, is elsewhere).
+--- Close the review's window and buffer (the decision, if any, is elsewhere); every window
+--- gets back the size it had before the review opened.
 function Review:close()
+  if self.inline then
+    inline.close(self)
+    return
+  end
   local was_current = self.win ~= nil and self.win == vim.api.nvim_get_current_win()
   if self.win and vim.api.nvim_win_is_valid(self.win) then
     if #vim.api.nvim_list_wins() > 1 then
       pcall(vim.api.nvim_win_close, self.win, true)
     end
   end
+  layout.restore(self.sizes)
+  self.sizes = nil
   if self.bufnr and vim.api.nvim_buf_is_valid(self.bufnr) then
     pcall(vim.api.nvim_buf_delete, self.bufnr, { force = true })
   end
@@ -219,6 +244,19 @@ function Review:close()
   if self.answer_float then
     require("lsp_agent.answer").show(state.get(self.client_id), false)
   end
+end
+
+--- Close the review's window; the edit still waits (`:LspAgent review` shows it again).
+function Review:hide()
+  if self.inline then
+    inline.hide(self)
+    return
+  end
+  if self.win and vim.api.nvim_win_is_valid(self.win) and #vim.api.nvim_list_wins() > 1 then
+    pcall(vim.api.nvim_win_close, self.win, true)
+  end
+  layout.restore(self.sizes)
+  self.sizes = nil
 end
 
 --- The hunk whose lines hold the cursor, or nil.
@@ -234,18 +272,26 @@ function Review:hunk_at_cursor()
 end
 
 function Review:toggle()
-  local item = self:hunk_at_cursor()
+  local item = self.inline and inline.hunk_at_cursor(self) or self:hunk_at_cursor()
   if not item then
     vim.notify("lsp-agent: put the cursor on a hunk to tick or untick it", vim.log.levels.INFO)
     return
   end
   item.keep = not item.keep
   local cursor = vim.api.nvim_win_get_cursor(0)
-  self:draw()
+  if self.inline then
+    inline.draw(self)
+  else
+    self:draw()
+  end
   vim.api.nvim_win_set_cursor(0, cursor)
 end
 
 function Review:jump(direction)
+  if self.inline then
+    inline.jump(self, direction)
+    return
+  end
   local line = vim.api.nvim_win_get_cursor(0)[1]
   local target
   for _, item in ipairs(self.hunks) do
@@ -317,7 +363,7 @@ function Review:actions()
       self:jump(-1)
     end,
     close = function()
-      pcall(vim.cmd, "close")
+      self:hide()
     end,
     help = show_help,
   }
@@ -393,6 +439,9 @@ function M.handler(_, params, ctx)
     return { applied = false, failureReason = why }
   end
   local review = new_review(params, changes, ctx.client_id, later.id)
+  -- In the real buffer when the user chose that and every file exists (a new file has no
+  -- buffer to show it in: it is reviewed as a diff).
+  review.inline = config.options.review.style == "inline" and inline.can_show(changes)
   review.on_decided = function()
     later.answer(conclude(review, encoding))
   end

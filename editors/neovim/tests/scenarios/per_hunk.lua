@@ -19,6 +19,24 @@ H.run(function()
     return false
   end)
   H.result.after_toggle = vim.api.nvim_buf_get_lines(0, 0, -1, false)
+  -- What colours each line of the unticked hunk: the syntax (none), and the plugin's group.
+  local ns = require("lsp_agent.highlights").namespace
+  H.result.unticked = {}
+  local in_unticked = false
+  for row, line in ipairs(H.result.after_toggle) do
+    if line:match("^@@") then
+      in_unticked = line:match("%[ %]$") ~= nil
+    elseif in_unticked and line:match("^[+-]") then
+      local marks = vim.api.nvim_buf_get_extmarks(0, ns, { row - 1, 0 }, { row - 1, -1 }, {
+        details = true,
+      })
+      table.insert(H.result.unticked, {
+        line = line,
+        syntax = vim.fn.synIDattr(vim.fn.synID(row, 1, 1), "name"),
+        group = marks[1] and marks[1][4].hl_group or "",
+      })
+    end
+  end
   local review = H.current_decision()
   H.feed("q")
   H.wait_for("the review window closed", function()

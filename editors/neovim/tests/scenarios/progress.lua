@@ -1,9 +1,10 @@
 -- `lspAgent.ask` carries a workDoneToken, so the server reports the turn as `$/progress` under
--- it: what progress plugins (fidget.nvim, lualine) read through Neovim's own handler.
+-- it: what progress plugins (fidget.nvim, lualine) read through Neovim's own handler. (Edits
+-- apply unreviewed here, mode "auto": the progress of an edit is what is looked at.)
 local H = require("harness")
 
 H.run(function()
-  H.setup()
+  H.setup({ mode = "auto" })
   H.result.progress = {}
   local original = vim.lsp.handlers["$/progress"]
   vim.lsp.handlers["$/progress"] = function(err, params, ctx, config)

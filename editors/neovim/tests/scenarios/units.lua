@@ -220,6 +220,53 @@ checks["a tool of an MCP server reads as server · tool"] = function()
   same(render.tool_label("read_file"), "read_file", "our own tools as they are")
 end
 
+checks["a tool call in one line: a patch by its files, a plan by its items"] = function()
+  local render = require("lsp_agent.render")
+  same(render.describe_arguments({ path = "a.py", old = "x" }), "a.py", "a path")
+  local unified =
+    "--- a/src/a.py\n+++ b/src/a.py\n@@ -1 +1 @@\n-x\n+y\n--- /dev/null\n+++ b/new.py\n"
+  same(render.describe_arguments({ patch = unified }), "src/a.py, new.py", "a unified diff")
+  local envelope = "*** Begin Patch\n*** Update File: a.py\n@@\n-x\n+y\n*** Add File: b.py\n+z\n"
+    .. "*** Delete File: c.py\n*** End Patch"
+  same(render.describe_arguments({ patch = envelope }), "a.py, b.py, c.py", "an envelope")
+  same(render.describe_arguments({ patch = "nonsense" }), "(a patch)", "no file named")
+  same(render.describe_arguments({ items = { {}, {} } }), "2 items", "a plan")
+  same(render.describe_arguments({ flag = true }), '{"flag":true}', "anything else as JSON")
+end
+
+checks["when a session started, as a person says it"] = function()
+  local when = require("lsp_agent").when
+  local now = os.time({ year = 2026, month = 7, day = 15, hour = 12, min = 0, sec = 0 })
+  local function iso(t)
+    return os.date("!%Y-%m-%dT%H:%M:%S", t) .. ".123+00:00"
+  end
+  same(when(iso(now - 3600), now), "today " .. os.date("%H:%M", now - 3600), "today")
+  same(when(iso(now - 86400), now), "yesterday " .. os.date("%H:%M", now - 86400), "yesterday")
+  local earlier = now - 40 * 86400
+  same(when(iso(earlier), now), os.date("%a %d %b %H:%M", earlier), "this year")
+  local older = now - 400 * 86400
+  same(when(iso(older), now), os.date("%Y-%m-%d %H:%M", older), "another year")
+  same(when("not a time"), "not a time", "anything else as it came")
+end
+
+checks["files named with # in a prompt"] = function()
+  local references = require("lsp_agent.references")
+  same(references.parse("see #buffer and #file:src/a.py, then #file:b.txt. #nothing"), {
+    { kind = "buffer" },
+    { kind = "file", path = "src/a.py" },
+    { kind = "file", path = "b.txt" },
+  }, "parsed")
+  local sent = references.with_files("compare #buffer", { "a.py", "b c.py" })
+  same(
+    sent,
+    "compare #buffer\n\nFiles the user added as context (read them): `a.py`, `b c.py`",
+    "the line VS Code's chat writes too"
+  )
+  local typed, files = references.split(sent)
+  same({ typed, files }, { "compare #buffer", { "a.py", "b c.py" } }, "split back")
+  same({ references.split("plain") }, { "plain", {} }, "a prompt without files")
+end
+
 checks["typeahead is flushed"] = function()
   H.feed("iabc")
   require("lsp_agent.compat").flush_typeahead()
