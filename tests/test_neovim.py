@@ -141,6 +141,21 @@ def test_an_edit_made_for_an_older_buffer_is_refused_then_merged_and_reviewed_ag
     assert "_edits: 1 proposed, 1 applied, 0 rejected_" in result["answer"]
 
 
+def test_a_rejection_after_typing_in_the_file_is_final_and_its_reason_reaches_the_model(
+    editor: Editor, model: ScriptedModel, workspace: Path
+) -> None:
+    model.add(*read_then_edit("hello.py", '"hello"', '"bye"'), reply("Kept as it is."))
+
+    result = editor.run("reject_after_typing").result
+
+    assert len(result["reviews"]) == 1  # no second review of the same edit
+    told = tool_results(model.requests[-1])[1]
+    assert "the user rejected" in told
+    assert "keep the greeting" in told
+    assert "_edits: 1 proposed, 0 applied, 1 rejected_" in result["answer"]
+    assert result["hello_buffer"] == ["# typed by the user", "def greet():", '    return "hello"']
+
+
 def test_the_user_cancels_a_running_turn(editor: Editor, model: ScriptedModel) -> None:
     model.add(hang_after("Let me think"))
 

@@ -340,7 +340,17 @@ end
 --- Settings that decide where the code and the API key go and what the agent may do unasked:
 --- taken only from setup() in the user's own configuration, never from a project's files (a
 --- cloned repository's `.nvim.lua` could send both elsewhere, or allow every command).
-M.USER_LEVEL = { "baseUrl", "apiKey", "provider", "permissions", "mode" }
+M.USER_LEVEL = {
+  "baseUrl",
+  "apiKey",
+  "provider",
+  "permissions",
+  "mode",
+  "mcpServers",
+  "commandMemoryMB",
+  "commandFileMB",
+  "commandDiskMB",
+}
 
 --- Project-local configuration files: what 'exrc' sources (`.nvim.lua`, `.nvimrc`, `.exrc`),
 --- and lazy.nvim's per-project spec (`.lazy.lua`).
