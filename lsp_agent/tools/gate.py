@@ -128,11 +128,7 @@ class Gate:
         if verdict.decision == permissions.ALLOW:
             return None
         if verdict.decision == permissions.DENY:
-            raise Denied(
-                f"refused by policy: {what} ({verdict.reason}). Nothing ran. Do not retry it in "
-                "another form; find another way, or tell the user what you need.",
-                {"name": name, "decision": "deny", "asked": False, "reason": verdict.reason},
-            )
+            raise refused_by_policy(name, what, verdict.reason)
         if name in self.auto_approve and sandboxed and verdict.unattended:
             return {"name": name, "decision": "allow", "asked": False, "reason": verdict.reason}
         question = _question(name, what, verdict.reason, sandboxed)
@@ -165,11 +161,7 @@ class Gate:
         if verdict.decision == permissions.ALLOW:
             return None
         if verdict.decision == permissions.DENY:
-            raise Denied(
-                f"refused by policy: {what} ({verdict.reason}). Nothing ran. Do not retry it in "
-                "another form; find another way, or tell the user what you need.",
-                {"name": name, "decision": "deny", "asked": False, "reason": verdict.reason},
-            )
+            raise refused_by_policy(name, what, verdict.reason)
         shown_arguments = json.dumps(dict(arguments), indent=2, ensure_ascii=False)
         marked = " (the server marks it read-only)" if read_only else ""
         question = (
@@ -281,3 +273,12 @@ def _visible(char: str) -> str:
     if not hidden:
         return char
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def refused_by_policy(name: str, what: str, reason: str) -> Denied:
+    """The refusal of a call the rules deny: what the model is told, and the event."""
+    return Denied(
+        f"refused by policy: {what} ({reason}). Nothing ran. Do not retry it in another form; "
+        "find another way, or tell the user what you need.",
+        {"name": name, "decision": "deny", "asked": False, "reason": reason},
+    )
