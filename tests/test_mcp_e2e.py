@@ -26,7 +26,8 @@ from tests.conftest import EDITORS, Launcher, settings_for
 from tests.fake_model import ScriptedModel, reply, told, tool_call
 
 STORY = Path(__file__).with_name("mcp_story_server.py")
-ACTIONS = ["Allow", "Allow for this session", "Deny"]
+# The refusal comes first on the wire: a client that preselects the first action denies.
+ACTIONS = ["Deny", "Allow", "Allow for this session"]
 ALL_STORY_TOOLS = {"tool": "mcp__story__*", "decision": "allow"}
 
 
