@@ -193,7 +193,7 @@ export function editOutcome(
     };
     for (const match of text.matchAll(told)) {
         const label = [match[1], match[2], match[3]].filter(Boolean).join(' · ');
-        hunks.push({ label, status: statuses[match[4]] });
+        hunks.push({ label, status: statuses[match[4] ?? ''] ?? 'accepted' });
     }
     if (hunks.length > 0) {
         const kept = hunks.filter((hunk) => hunk.status === 'accepted').length;
