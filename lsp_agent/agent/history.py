@@ -4,7 +4,8 @@ The transcript keeps everything (messages, and events the turn recorded as it we
 into displayable items, in order, so that a chat view can show a past session after any restart:
 
 - `prompt` (`text`, `selection?`), `answer` (`text`: the model's Markdown), `tool` (`name`, `args`,
-  `ok`, `summary`, `result`: the text the model got, shortened), `question` (`name`, `text`,
+  `ok`, `summary`, `result`: the text the model got, shortened; `hunks` for an applied edit:
+  what became of each hunk, as the `toolResult` event says), `question` (`name`, `text`,
   `answer`, `state`), `edit` (`path`, `applied`, and for an applied one `undoable`), `compaction`
   (`strategy`, `before`, `after`), `undo` (`turn`, `files`), `usage` (`inputTokens`,
   `cachedTokens`, `outputTokens`, `calls`: what the turn's model calls used, summed; just before
@@ -126,6 +127,8 @@ def _event(
             called.update(ok=record.get("ok"), summary=record.get("summary"))
             if record.get("permission"):
                 called["permission"] = record["permission"]
+            if record.get("hunks"):
+                called["hunks"] = record["hunks"]
     elif kind == "applied":
         items.append(
             {

@@ -262,15 +262,20 @@ class Turn:
             self.emit("permission", **result.permission)
         # The text the model got, as `lspAgent.history` gives it: a chat shows the same details
         # live and after a restart (an edit's per-hunk outcome, a command's output).
+        hunks = [fact.to_json() for fact in result.hunks]
         self.emit(
             "toolResult",
             name=call.name,
             ok=result.ok,
             summary=result.summary,
             result=result.text[:RESULT_CHARS],
+            **({"hunks": hunks} if hunks else {}),
         )
+        partly = dict(result.outcomes)
         for path, applied in result.edits:
-            self.emit("edit", uri=path.as_uri(), applied=applied)
+            # `outcome`: an applied edit that did not land as proposed, in a few words.
+            outcome = {"outcome": partly[path]} if path in partly else {}
+            self.emit("edit", uri=path.as_uri(), applied=applied, **outcome)
         transcript = self.session.transcript
         transcript.append(
             {
@@ -282,6 +287,7 @@ class Turn:
                 "ok": result.ok,
                 "summary": result.summary,
                 "permission": result.permission,
+                **({"hunks": hunks} if hunks else {}),
             }
         )
         for landed in result.landed:

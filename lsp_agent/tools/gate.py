@@ -130,9 +130,10 @@ class Gate:
             )
         if name in self.auto_approve and sandboxed and verdict.unattended:
             return {"name": name, "decision": "allow", "asked": False, "reason": verdict.reason}
-        answer, unanswered = await self._ask(
-            name, _question(name, what, verdict.reason, sandboxed), settings, emit
-        )
+        asked = [v.shape for v in verdicts if v.decision == permissions.ASK]
+        covers = _covers(name, asked)
+        question = _question(name, what, verdict.reason, sandboxed) + " " + covers
+        answer, unanswered = await self._ask(name, question, covers, settings, emit)
         if answer == permissions.ANSWER_SESSION:
             for asked in verdicts:
                 if asked.decision == permissions.ASK:
@@ -148,9 +149,10 @@ class Gate:
         )
 
     async def _ask(
-        self, name: str, text: str, settings: Settings, emit: Emit
+        self, name: str, text: str, covers: str, settings: Settings, emit: Emit
     ) -> tuple[str | None, str | None]:
-        """Ask the user; the answer, and why there is none when there is none."""
+        """Ask the user; the answer, and why there is none when there is none. `covers` says
+        what `Allow for this session` allows (the event carries it apart, for a chat)."""
         limit = settings.question_timeout
         question = f"q{next(self._questions)}"
         actions = list(permissions.ANSWERS)
@@ -162,6 +164,7 @@ class Gate:
             text=text,
             actions=actions,
             timeoutSeconds=limit,
+            sessionCovers=covers,
         )
         try:
             answer = await asyncio.wait_for(self.port.ask_user(text, actions), limit)
@@ -179,15 +182,34 @@ class Gate:
 
 
 def _question(name: str, what: str, reason: str, sandboxed: bool) -> str:
-    """The `window/showMessageRequest` text for an `ask`: the whole call, the reason last."""
+    """The `window/showMessageRequest` text for an `ask`: the whole call, the reason last
+    (said once: a command asked only because it would run unsandboxed has no other)."""
     if name == "bash" and not sandboxed:
-        return (
+        warning = (
             f"lsp-agent wants to run {what} UNSANDBOXED: no sandbox is available on this "
-            f"machine, so it could change or read anything you can. ({reason})"
+            "machine, so it could change or read anything you can."
         )
+        if reason.startswith("no sandbox is available"):  # the warning says it already
+            return warning
+        return f"{warning} Asked also because {reason}."
     if name == "bash":
         return f"lsp-agent wants to run {what} in the sandbox. Asked because {reason}."
     return f"lsp-agent wants to use {what}: {reason}."
+
+
+def _covers(name: str, shapes: Sequence[str]) -> str:
+    """What `Allow for this session` allows, said in the question: the rule it adds matches
+    this exact command (or these paths) only."""
+    if name == "bash":
+        return (
+            "“Allow for this session” allows this exact command again until the session ends; "
+            "any other command, even a similar one, is asked."
+        )
+    paths = ", ".join(shapes) or "this file"
+    return (
+        f"“Allow for this session” allows {name} on {paths} again until the session ends; "
+        "other files are asked."
+    )
 
 
 def shown(command: str) -> str:
