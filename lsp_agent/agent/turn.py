@@ -62,6 +62,12 @@ STREAMED_CHARS = 200_000
 would otherwise fill the editor's pipe (and hold the server's writes) for all of them. The
 transcript, `lspAgent.history` and the ask result's note keep the rest."""
 
+ASK_MODE_NOTE = (
+    "The user asked this in ask mode: answer it, reading and searching as you need, without "
+    "editing files or running commands (those tools are not offered in this turn)."
+)
+"""Told at each model call of a turn in mode `ask`."""
+
 IMITATIONS_ALLOWED = 1
 """Replies that imitate a tool call in text (and are not one) the model is corrected for in a
 turn; the next one ends the turn with the capability message."""
@@ -96,6 +102,7 @@ class Turn:
         selection: Selection | None,
         *,
         review: bool,
+        ask: bool = False,
     ) -> None:
         self.agent = agent
         self.session = session
@@ -104,8 +111,9 @@ class Turn:
         session.turns += 1
         self.number = session.turns
         """1-based, counted over the session's life."""
-        self.tools = TurnState(review, EditCounts(), self.emit)
-        """What the tools get from this turn: review or auto, the edit counts, the events."""
+        self.tools = TurnState(review, EditCounts(), self.emit, read_only=ask)
+        """What the tools get from this turn: review or auto (or ask: no changes), the edit
+        counts, the events."""
         self.answer = ""
         """The model's last text: the answer when the turn ends."""
         self.streamed: list[str] = []
@@ -181,7 +189,7 @@ class Turn:
         await self._decide(before_call)
         reply = await self._call_model()
         session = self.session
-        schemas = session.toolbox.schemas()
+        schemas = session.toolbox.schemas(self.tools.read_only)
         if not reply.tool_calls and reply.text:
             reply = self._text_call(reply, schemas)
         self.pending = list(reply.tool_calls)
@@ -216,6 +224,8 @@ class Turn:
         note = await self._instructions.note()
         notes = [*session.notes, *([note] if note else [])]
         session.notes.clear()  # told once
+        if self.tools.read_only:
+            notes.append(ASK_MODE_NOTE)  # at every call of the turn: the tools say it too
         reminder = await reminder_message(
             agent.workspace.root,
             plan=render_plan(session.plan.items),
@@ -232,7 +242,7 @@ class Turn:
                 self.emit("text", text=chunk[: STREAMED_CHARS - shown])
             shown += len(chunk)
 
-        schemas = session.toolbox.schemas()
+        schemas = session.toolbox.schemas(self.tools.read_only)
         reply = await agent.provider.complete([*view, reminder], schemas, on_text)
         if shown > STREAMED_CHARS:
             self.emit(
@@ -344,8 +354,14 @@ class Turn:
                 f"continuing session {self.session.id} ({earlier} earlier "
                 f"turn{'s' if earlier != 1 else ''}); start a new session for a fresh one"
             )
+        asking = {"mode": "ask"} if self.tools.read_only else {}
         self.emit(
-            "start", prompt=self.prompt, continuing=bool(earlier), turns=earlier, message=message
+            "start",
+            prompt=self.prompt,
+            continuing=bool(earlier),
+            turns=earlier,
+            message=message,
+            **asking,
         )
         selection = self.selection
         self.session.transcript.append(
@@ -354,6 +370,7 @@ class Turn:
                 "kind": "prompt",
                 "turn": self.number,
                 "prompt": self.prompt,
+                **asking,
                 "selection": {
                     "path": self.agent.workspace.relative(selection.path),
                     "startLine": selection.start_line,

@@ -153,6 +153,9 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
 NEVER_LOCKED = frozenset({"read_file", "search", "list_files", "todo", LOAD_SKILL})
 """Tools a skill cannot lock: the model always needs them to look around and plan."""
 
+CHANGING_TOOLS = frozenset({*EDIT_TOOLS, "bash"})
+"""The tools that change files or run commands: not offered in mode `ask`."""
+
 _JSON_TYPES: dict[str, type] = {"string": str, "integer": int, "number": float, "boolean": bool}
 """How a schema's scalar types are checked; arrays and objects are checked by the tool."""
 
@@ -167,6 +170,8 @@ class TurnState:
     """The turn's edits, as the `ask` result reports them."""
     emit: Emit = lambda kind, **fields: None
     """The turn's event stream (`question` events come from here)."""
+    read_only: bool = False
+    """Mode `ask`: the user wants an answer, not changes; no edit or command runs."""
 
 
 Handler = Callable[[Mapping[str, Any], TurnState], Awaitable[ToolResult]]
@@ -221,17 +226,27 @@ class Toolbox:
             LOAD_SKILL: self._load_skill,
         }
 
-    def schemas(self) -> list[dict[str, Any]]:
-        """The tools to offer the model: the belt, and `load_skill` when there are skills."""
+    def schemas(self, read_only: bool = False) -> list[dict[str, Any]]:
+        """The tools to offer the model: the belt, and `load_skill` when there are skills;
+        `read_only` (mode `ask`): without the tools that edit or run commands."""
+        offered = TOOL_SCHEMAS
+        if read_only:
+            offered = [s for s in TOOL_SCHEMAS if s["function"]["name"] not in CHANGING_TOOLS]
         if self.skills is None:
-            return TOOL_SCHEMAS
-        return [*TOOL_SCHEMAS, load_skill_schema(list(self.skills.skills.values()))]
+            return offered
+        return [*offered, load_skill_schema(list(self.skills.skills.values()))]
 
     async def run(self, name: str, arguments: str, turn: TurnState | None = None) -> ToolResult:
         """Run one tool call; never raises for anything the model did wrong."""
         turn = turn if turn is not None else TurnState()
         permission: dict[str, Any] | None = None
         try:
+            if turn.read_only and name in CHANGING_TOOLS:
+                raise ToolError(
+                    f"{name} is not available: the user asked this in ask mode, for an answer "
+                    "without changes. Answer from what you can read; say what you would change.",
+                    reason="ask_mode",
+                )
             if self.skills is not None:
                 self.skills.check(name)
             schemas = self.schemas()
