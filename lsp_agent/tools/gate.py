@@ -130,8 +130,7 @@ class Gate:
             )
         if name in self.auto_approve and sandboxed and verdict.unattended:
             return {"name": name, "decision": "allow", "asked": False, "reason": verdict.reason}
-        asked = [v.shape for v in verdicts if v.decision == permissions.ASK]
-        covers = _covers(name, asked)
+        covers = _covers(name, [v.shape for v in verdicts if v.decision == permissions.ASK])
         question = _question(name, what, verdict.reason, sandboxed) + " " + covers
         answer, unanswered = await self._ask(name, question, covers, settings, emit)
         if answer == permissions.ANSWER_SESSION:

@@ -142,9 +142,8 @@ class LandingReport:
     def facts(self, path: str) -> tuple[HunkFact, ...]:
         """Each hunk, and each change of the user's beside them, as the editor shows them."""
         facts = [
-            HunkFact(path, hunk.numbers, hunk.status, _what_became(hunk).split(": ", 1)[0],
-                     hunk.label)  # fmt: skip
-            for hunk in self.hunks
+            HunkFact(path, h.numbers, h.status, _what_became(h).split(": ", 1)[0], h.label)
+            for h in self.hunks
         ]
         facts += [HunkFact(path, "", USER, _span(o.start, o.end)) for o in self.others]
         return tuple(facts)
