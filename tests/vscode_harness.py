@@ -468,23 +468,48 @@ class Workbench:
         return path
 
 
-def report_failure(server: CodeServer, workbench: Workbench | None, folder: Path) -> None:
-    """Save a screenshot to `folder` and print the tail of code-server's logs."""
-    print(f"\n==== code-server logs (all of them in {server.home})")
+FAILURES = CACHE / "vscode-failures"
+"""Where a failed test's logs and screenshot are kept: pytest's own temporary folders are
+shared with every other run on the machine and only the last few are kept."""
+
+
+def keep_logs(server: CodeServer, name: str) -> Path:
+    """Copy what VS Code and code-server logged (the extension host's log, every output channel
+    with the extension's and the server's lines) to `FAILURES/<name>/`; its path."""
+    kept = FAILURES / re.sub(r"[^\w.-]+", "_", name)[:150]
+    shutil.rmtree(kept, ignore_errors=True)
+    kept.mkdir(parents=True)
+    with contextlib.suppress(OSError):
+        shutil.copy2(server.log, kept / server.log.name)
+    logs = server.user_data / "logs"
+    if logs.is_dir():
+        shutil.copytree(logs, kept / "logs", dirs_exist_ok=True)
+    return kept
+
+
+def report_failure(
+    server: CodeServer, workbench: Workbench | None, folder: Path, name: str | None = None
+) -> None:
+    """Save a screenshot, keep the logs (under `FAILURES` when the test is named, else in
+    `folder`) and print the tail of code-server's logs."""
+    kept = keep_logs(server, name) if name is not None else folder
+    print(f"\n==== code-server logs, kept whole in {kept}")
     print(server.log_tail())
     if workbench is not None:
         with contextlib.suppress(Exception):
-            shot = workbench.screenshot(folder / "failure.png")
+            shot = workbench.screenshot(kept / "failure.png")
             print(f"==== screenshot of the failure: {shot}")
 
 
 @contextlib.contextmanager
-def diagnostics(server: CodeServer, workbench: Workbench | None, folder: Path) -> Iterator[None]:
+def diagnostics(
+    server: CodeServer, workbench: Workbench | None, folder: Path, name: str | None = None
+) -> Iterator[None]:
     """On any failure inside: `report_failure`, then the failure goes on."""
     try:
         yield
     except BaseException:
-        report_failure(server, workbench, folder)
+        report_failure(server, workbench, folder, name)
         raise
 
 

@@ -31,16 +31,20 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
             }
             return client.protocol2CodeConverter.asWorkspaceEdit(edit);
         },
+        sent: async (uri, version) => server?.sentVersion(uri, version),
     });
+    review.chatHasFocus = () => chat?.inputFocused === true;
     server = new Server(context, log, {
         onEvent: (event) => turns?.onEvent(event),
         onApplyEdit: (params, token) => review.handle(params, token),
         onQuestion: (params, token) => questions.handle(params, token),
+        onCommand: (command, args) => turns?.runCommand(command, args),
         onStateChange: (state, message) => {
             output.setServer(state, message);
             chat?.setServer(state, message);
             if (state === 'running') {
                 void turns?.refreshStatus();
+                turns?.serverRunning(); // prompts that waited for it go now
             } else {
                 // What the server was waiting for went with its connection.
                 questions.closeAll('the server stopped');
@@ -55,7 +59,12 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         [output, chat],
         review,
         questions,
-        (status, session) => output.setStatus(status, session),
+        (status, session) => {
+            output.setStatus(status, session);
+            if (status) {
+                chat?.setModel(status.model);
+            }
+        },
         (count) => output.setRunning(count),
     );
     const agent = turns;
@@ -86,6 +95,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     register('lsp-agent.openChat', () => conversation.show());
     register('lsp-agent.openChatInEditor', () => conversation.openInEditor());
     register('lsp-agent.undoTurn', () => conversation.undo());
+    register('lsp-agent.chooseModel', () => conversation.chooseModel());
+    register('lsp-agent.showReview', () => review.reveal());
+    register('lsp-agent.editSelection', () => editSelection(agent));
     context.subscriptions.push(output, conversation, review, questions, server, log);
 
     if (workspaceRoot()) {
@@ -95,6 +107,29 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
 
 export async function deactivate(): Promise<void> {
     await server?.stop();
+}
+
+/**
+ * Inline chat (`Ctrl+I` on a selection): what to do with the selected lines, asked right there;
+ * the agent's change comes back as an edit reviewed in the diff, like any other.
+ */
+async function editSelection(turns: Turns): Promise<void> {
+    const editor = vscode.window.activeTextEditor;
+    if (!editor || editor.document.uri.scheme !== 'file' || editor.selection.isEmpty) {
+        void vscode.window.showInformationMessage('LSP Agent: select the lines to change, then Edit Selection (Ctrl+I).');
+        return;
+    }
+    const selection = editor.selection;
+    const lines = `${selection.start.line + 1}-${selection.end.line + 1}`;
+    const prompt = await vscode.window.showInputBox({
+        title: `LSP Agent: Edit Selection (${vscode.workspace.asRelativePath(editor.document.uri, false)}, lines ${lines})`,
+        prompt: 'What to do with the selected lines; the change comes back for your review',
+        placeHolder: 'e.g. add type hints',
+        ignoreFocusOut: true,
+    });
+    if (prompt?.trim()) {
+        await turns.ask(prompt, true, { queue: true });
+    }
 }
 
 /** Store the API key in the secret storage (empty: remove it) and restart the server with it. */

@@ -1,6 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { readFileSync } from 'node:fs';
+import * as path from 'node:path';
 import { commandLine, describeStartFailure, lastLine, reopenedMessage, settingsNamed } from '../src/messages';
+import { USER_ONLY_SETTINGS } from '../src/protocol';
 
 const known = ['lspAgent.model', 'lspAgent.baseUrl', 'lspAgent.server.command', 'lspAgent.trace.server'];
 
@@ -61,5 +64,23 @@ describe('describeStartFailure', () => {
 describe('reopenedMessage', () => {
     it('says why the review is back', () => {
         assert.match(reopenedMessage(['hello.py']), /hello\.py is back for review: it changed while you reviewed/);
+    });
+});
+
+describe('package.json', () => {
+    it('keeps the settings a workspace must not set out of its reach', () => {
+        // The bundled test runs from out/test/.
+        const packageJson: unknown = JSON.parse(readFileSync(path.join(__dirname, '..', '..', 'package.json'), 'utf8'));
+        const properties = (packageJson as { contributes: { configuration: { properties: Record<string, { scope?: string }> } } })
+            .contributes.configuration.properties;
+        for (const key of USER_ONLY_SETTINGS) {
+            const declared = properties[`lspAgent.${key}`];
+            if (declared === undefined) {
+                continue; // the API key is not a setting (secret storage)
+            }
+            const expected = key === 'server.command' ? 'machine' : 'application';
+            assert.equal(declared.scope, expected, `lspAgent.${key}`);
+        }
+        assert.equal(properties['lspAgent.apiKey'], undefined);
     });
 });

@@ -57,6 +57,11 @@ export interface ServerHooks {
     onQuestion(params: ShowMessageRequestParams, token: CancellationToken): Promise<MessageActionItem | null>;
     /** The state changed; `message` says why it failed. */
     onStateChange(state: ServerState, message?: string): void;
+    /**
+     * VS Code runs one of the server's commands (a code action of the light bulb, another
+     * extension): the extension's own handling, or undefined to send it as it came.
+     */
+    onCommand?(command: string, args: unknown[]): Promise<unknown> | undefined;
 }
 
 function isExecutable(candidate: string): boolean {
@@ -145,6 +150,9 @@ export class Server implements vscode.Disposable {
     /** The command line the last start used, and where it came from. */
     private command: ServerCommand | undefined;
     private readonly disposables: vscode.Disposable[] = [];
+    /** The newest version of each document the server has been sent (`didChange`), by URI. */
+    private readonly sent = new Map<string, number>();
+    private readonly sentChanged = new vscode.EventEmitter<void>();
 
     constructor(
         private readonly context: vscode.ExtensionContext,
@@ -198,6 +206,29 @@ export class Server implements vscode.Disposable {
             }
         }
         await launched?.stop();
+    }
+
+    /**
+     * Resolves once the server has been sent `uri` at `version` or later (its `didChange` is on
+     * the wire, so an answer sent after this reaches the server after it), or after `ms`.
+     */
+    async sentVersion(uri: string, version: number, ms = STOP_GRACE_MS): Promise<void> {
+        if (!this.running || (this.sent.get(uri) ?? 0) >= version) {
+            return;
+        }
+        await new Promise<void>((resolve) => {
+            const timer = setTimeout(done, ms);
+            const listener = this.sentChanged.event(() => {
+                if ((this.sent.get(uri) ?? 0) >= version) {
+                    done();
+                }
+            });
+            function done(): void {
+                clearTimeout(timer);
+                listener.dispose();
+                resolve();
+            }
+        });
     }
 
     async getApiKey(): Promise<string | undefined> {
@@ -268,6 +299,13 @@ export class Server implements vscode.Disposable {
             middleware: {
                 workspace: {
                     configuration: (params, token, next) => this.configuration(params, token, next),
+                },
+                executeCommand: (command, args, next) => this.hooks.onCommand?.(command, args) ?? next(command, args),
+                didChange: async (event, next) => {
+                    await next(event);
+                    const uri = event.document.uri.toString();
+                    this.sent.set(uri, Math.max(this.sent.get(uri) ?? 0, event.document.version));
+                    this.sentChanged.fire();
                 },
             },
         };
