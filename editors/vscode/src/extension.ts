@@ -97,7 +97,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     register('lsp-agent.undoTurn', () => conversation.undo());
     register('lsp-agent.chooseModel', () => conversation.chooseModel());
     register('lsp-agent.showReview', () => review.reveal());
-    register('lsp-agent.editSelection', () => editSelection(agent));
+    register('lsp-agent.editSelection', () => agent.editSelection());
     context.subscriptions.push(output, conversation, review, questions, server, log);
 
     if (workspaceRoot()) {
@@ -107,29 +107,6 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
 
 export async function deactivate(): Promise<void> {
     await server?.stop();
-}
-
-/**
- * Inline chat (`Ctrl+I` on a selection): what to do with the selected lines, asked right there;
- * the agent's change comes back as an edit reviewed in the diff, like any other.
- */
-async function editSelection(turns: Turns): Promise<void> {
-    const editor = vscode.window.activeTextEditor;
-    if (!editor || editor.document.uri.scheme !== 'file' || editor.selection.isEmpty) {
-        void vscode.window.showInformationMessage('LSP Agent: select the lines to change, then Edit Selection (Ctrl+I).');
-        return;
-    }
-    const selection = editor.selection;
-    const lines = `${selection.start.line + 1}-${selection.end.line + 1}`;
-    const prompt = await vscode.window.showInputBox({
-        title: `LSP Agent: Edit Selection (${vscode.workspace.asRelativePath(editor.document.uri, false)}, lines ${lines})`,
-        prompt: 'What to do with the selected lines; the change comes back for your review',
-        placeHolder: 'e.g. add type hints',
-        ignoreFocusOut: true,
-    });
-    if (prompt?.trim()) {
-        await turns.ask(prompt, true, { queue: true });
-    }
 }
 
 /** Store the API key in the secret storage (empty: remove it) and restart the server with it. */
