@@ -185,7 +185,6 @@ def test_a_question_says_what_allow_for_this_session_covers_and_folds_once_answe
     covers = question.locator(".covers").inner_text()
     assert "allows this exact command again until the session ends" in covers
     assert "any other command, even a similar one, is asked" in covers
-    vscode.save_media(vscode.workbench.screenshot(vscode.shots / "chat-question.png"))
     question.get_by_role("button", name="Allow for this session", exact=True).click()
 
     folded = chat.locator("details.question.folded.state-answered")
