@@ -201,6 +201,80 @@ describe('ChatModel', () => {
         );
     });
 
+    it('ends every card of a stopped turn in its real state, live and after a reload', () => {
+        const model = new ChatModel(ROOT);
+        model.load('s1', []);
+        model.beginTurn('say bye');
+        const base = { session: 's1', turn: 1 };
+        model.event({ ...base, kind: 'tool', name: 'read_file', args: { path: 'a.py' } });
+        model.event({ ...base, kind: 'toolResult', name: 'read_file', ok: true, summary: 'read a.py' });
+        model.event({ ...base, kind: 'tool', name: 'edit_file', args: { path: 'a.py', old: 'x', new: 'y' } });
+        model.setReview({ label: 'a.py', files: ['a.py'] });
+        model.event({ ...base, kind: 'tool', name: 'bash', args: { command: 'sleep 9' } });
+        model.endTurn({ status: 'cancelled' });
+        const states = model.items.filter((item) => item.kind === 'tool' || item.kind === 'edit').map((item) => ('state' in item ? item.state : ''));
+        assert.deepEqual(states, ['done', 'stopped', 'stopped']);
+        const restored = new ChatModel(ROOT);
+        restored.load('s1', [
+            { type: 'prompt', turn: 1, text: 'say bye' },
+            { type: 'tool', turn: 1, id: 'c1', name: 'edit_file', args: { path: 'a.py' } },
+            { type: 'status', turn: 1, status: 'cancelled' },
+        ]);
+        const edit = restored.items.find((item) => item.kind === 'edit');
+        assert.ok(edit?.kind === 'edit');
+        assert.equal(edit.state, 'stopped');
+    });
+
+    it("reads each hunk from the server's facts, the user's own lines as theirs", () => {
+        const model = new ChatModel(ROOT);
+        model.load('s1', [
+            { type: 'prompt', turn: 1, text: 'double the workers', mode: 'ask' },
+            {
+                type: 'tool',
+                turn: 1,
+                id: 'c1',
+                name: 'edit_file',
+                args: { path: 'limits.py', old: 'WORKERS = 4', new: 'WORKERS = 8' },
+                ok: true,
+                summary: 'applied limits.py (applied; the user also changed other lines)',
+                result: 'the editor applied the edit, but not all of it as proposed: …',
+                hunks: [
+                    { path: 'limits.py', hunk: 'hunk 1', status: 'accepted', what: 'replaced line 5' },
+                    { path: 'limits.py', hunk: '', status: 'user', what: 'line 4' },
+                ],
+            },
+            { type: 'status', turn: 1, status: 'completed' },
+        ]);
+        const edit = model.items.find((item) => item.kind === 'edit');
+        assert.ok(edit?.kind === 'edit');
+        assert.equal(edit.state, 'applied');
+        assert.deepEqual(edit.hunks, [
+            { label: 'hunk 1 · replaced line 5', status: 'accepted' },
+            { label: 'line 4', status: 'user' },
+        ]);
+        assert.equal(edit.proposal, '--- a/limits.py\n+++ b/limits.py\n@@\n-WORKERS = 4\n+WORKERS = 8');
+        const prompt = model.items.find((item) => item.kind === 'prompt');
+        assert.ok(prompt?.kind === 'prompt');
+        assert.equal(prompt.mode, 'ask');
+    });
+
+    it('offers a rewind on the prompts whose turns (or later ones) changed files, and marks them undone', () => {
+        const model = new ChatModel(ROOT);
+        model.load('s1', [...historyTurn(1), ...historyTurn(2)]);
+        const prompts = (): boolean[] => model.items.filter((item) => item.kind === 'prompt').map((item) => item.kind === 'prompt' && item.rewind);
+        assert.deepEqual(prompts(), [true, true]);
+        assert.deepEqual(model.rewindable(1), [1, 2]);
+        const change = model.setUndo(1, 'done', ['hello.py'], [1, 2]);
+        assert.ok(change.upsert.some((item) => item.kind === 'note' && item.text === 'Rewound to before turn 1 (turns 1, 2 undone): hello.py'));
+        assert.deepEqual(prompts(), [false, false]);
+        const again = new ChatModel(ROOT);
+        again.load('s1', [...historyTurn(1), ...historyTurn(2), { type: 'undo', turn: 2, undid: 1, turns: [1, 2], files: ['hello.py'] }]);
+        assert.deepEqual(
+            again.items.filter((item) => item.kind === 'status').map((item) => item.kind === 'status' && item.undo),
+            ['done', 'done'],
+        );
+    });
+
     it('ignores history items it does not know', () => {
         const model = new ChatModel(ROOT);
         model.load('s1', [{ type: 'prompt', turn: 1, text: 'hi' }, { type: 'telepathy', turn: 1 }]);
