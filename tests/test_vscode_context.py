@@ -154,7 +154,7 @@ def test_a_rewind_restores_the_files_to_before_a_prompt_and_keeps_the_users_late
     dialog.wait_for()
     assert "turns 1, 2" in dialog.inner_text()
     dialog.get_by_role("button", name="Restore Files").click()
-    review = chat.locator(".item.review-card")
+    review = chat.locator(".item.review-card", has_text="Rewind to before turn 1: hello.py")
     review.wait_for()
     page.locator(".monaco-diff-editor .modified", has_text='return "hello"').wait_for()
     vscode.save_media(vscode.workbench.screenshot(vscode.shots / "chat-rewind.png"))

@@ -97,6 +97,12 @@ def test_a_prompt_sent_while_scrolled_up_is_shown_and_what_arrives_below_shows_a
 
     send(chat, "explain the pool")
     turns_ended(chat, 1)
+    # A long conversation at the default side bar width squeezes nothing of the header.
+    header_clear = chat.locator("body").evaluate(
+        """() => document.getElementById('mode').getBoundingClientRect().bottom
+            <= document.querySelector('.log-wrap').getBoundingClientRect().top + 0.5"""
+    )
+    assert header_clear
     log = chat.locator("#log")
     # The user scrolls back up to the top, and opens the tool line there.
     log.hover()

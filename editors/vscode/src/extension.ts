@@ -33,7 +33,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         },
         sent: async (uri, version) => server?.sentVersion(uri, version),
     });
-    review.chatHasFocus = () => chat?.inputFocused === true;
+    review.chatFocus = () => chat?.inputFocus;
     server = new Server(context, log, {
         onEvent: (event) => turns?.onEvent(event),
         onApplyEdit: (params, token) => review.handle(params, token),

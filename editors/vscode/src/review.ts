@@ -112,8 +112,8 @@ export class Review implements vscode.Disposable {
     /** Fires the edit under review when its review opens, undefined when it closes. */
     readonly onDidChangeReview = this.opened.event;
 
-    /** Whether the chat's input has the keyboard (set by the chat view). */
-    chatHasFocus: () => boolean = () => false;
+    /** Where the chat's input has the keyboard: its side bar view, its editor tab, or neither. */
+    chatFocus: () => 'view' | 'panel' | undefined = () => undefined;
 
     constructor(private readonly client: ReviewClient) {
         this.disposables.push(
@@ -415,7 +415,7 @@ export class Review implements vscode.Disposable {
         try {
             await setReviewing(changes.length);
             this.reviewing.fire(`review ${shortLabel(params.label)}: Accept Edit or Reject Edit`);
-            await pending.show(this.chatHasFocus());
+            await pending.show(this.chatFocus());
             decision = await pending.decided;
             await pending.followed();
             if (decision.accept) {
@@ -698,12 +698,14 @@ class Pending {
     /**
      * Open the diffs without taking the keyboard: what the user types goes on going where it
      * went (the chat's input, or their file, whose review then follows the typing). With the
-     * focus in the chat the diffs open in the active editor group; else beside it, so that an
-     * editor the user may be typing in stays in sight. They move to a diff deliberately:
+     * focus in the chat's side bar view the diffs open in the active editor group; else beside
+     * it, so that the chat's tab, or an editor the user may be typing in, stays in sight. They move to a diff deliberately:
      * Review in the chat, Review Next File, or a click.
      */
-    async show(chatHasFocus: boolean): Promise<void> {
-        const beside = !chatHasFocus && vscode.window.visibleTextEditors.some((editor) => editor.document.uri.scheme === 'file');
+    async show(chat: 'view' | 'panel' | undefined): Promise<void> {
+        // Beside: the chat in an editor tab has the keyboard, or a file the user may be typing in.
+        const typing = vscode.window.visibleTextEditors.some((editor) => editor.document.uri.scheme === 'file');
+        const beside = chat === 'panel' || (chat === undefined && typing);
         let column: vscode.ViewColumn | undefined = beside ? vscode.ViewColumn.Beside : undefined;
         for (const change of this.changes) {
             await this.open(change, false, column);

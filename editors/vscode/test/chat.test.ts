@@ -371,16 +371,16 @@ describe('errorActions', () => {
         assert.deepEqual(
             actions.map((action) => [action.id, action.label, action.setting]),
             [
-                ['retry', 'Retry', undefined],
                 ['chooseModel', 'Choose Model', undefined],
                 ['openSetting', 'Open Settings', 'lspAgent.model'],
+                ['retry', 'Retry', undefined],
             ],
         );
     });
 
     it('leads to the endpoint setting when it cannot be reached, and to the key when refused', () => {
         const down = errorActions('cannot reach http://127.0.0.1:9/v1: connection refused', known);
-        assert.deepEqual(down.map((action) => action.setting ?? action.id), ['retry', 'lspAgent.baseUrl']);
+        assert.deepEqual(down.map((action) => action.setting ?? action.id), ['lspAgent.baseUrl', 'retry']);
         const refused = errorActions('the endpoint refused the API key (HTTP 401)', known, false);
         assert.deepEqual(refused.map((action) => action.id), ['setApiKey']);
     });

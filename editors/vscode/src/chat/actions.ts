@@ -3,12 +3,13 @@ import { settingsNamed } from '../messages';
 import type { ChatAction } from './model';
 
 /**
- * The buttons that lead out of an error: Retry (a turn that failed can be asked again), the
- * model picker and the setting for a model the endpoint does not have or that is not set, the
- * API key for a refused key, the setting each error names. `known`: the settings there are.
+ * The buttons that lead out of an error: the model picker and the setting for a model the
+ * endpoint does not have or that is not set, the API key for a refused key, the setting each
+ * error names, then Retry (a turn that failed can be asked again). `known`: the settings there
+ * are.
  */
 export function errorActions(error: string, known: readonly string[], retry = true): ChatAction[] {
-    const actions: ChatAction[] = retry ? [{ id: 'retry', label: 'Retry' }] : [];
+    const actions: ChatAction[] = [];
     const named = settingsNamed(error, known);
     const aboutModel = named.includes('lspAgent.model') || /\bmodel\b.*\b(not found|does not exist|unknown|not available|no such)\b|no model/i.test(error);
     if (aboutModel) {
@@ -28,5 +29,6 @@ export function errorActions(error: string, known: readonly string[], retry = tr
     for (const key of settings.slice(0, 2)) {
         actions.push({ id: 'openSetting', label: settings.length === 1 ? 'Open Settings' : `Open ${key}`, setting: key });
     }
-    return actions;
+    // The fix first; Retry last, once it is fixed (first when there is nothing to fix).
+    return retry ? [...actions, { id: 'retry', label: 'Retry' }] : actions;
 }

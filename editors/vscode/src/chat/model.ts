@@ -397,9 +397,10 @@ export class ChatModel {
     /** Usage read from the history, waiting for its turn's status. */
     private heldUsage = new Map<number, Usage>();
     private context: { tokens?: number; window?: number } = {};
-    /** Turns undone, and turns whose undo runs now. */
+    /** Turns undone, and turns whose undo runs now (a rewind's: to before that turn). */
     private undone = new Set<number>();
     private undoing = new Set<number>();
+    private rewinding = new Set<number>();
     /** A review that came with no edit card to carry it. */
     private looseReview: ReviewItem | undefined;
 
@@ -414,6 +415,7 @@ export class ChatModel {
         this.heldUsage.clear();
         this.undone.clear();
         this.undoing.clear();
+        this.rewinding.clear();
         this.looseReview = undefined;
         this.context = {};
         for (const item of history) {
@@ -655,7 +657,13 @@ export class ChatModel {
             change.upsert.push(tool);
         } else {
             const undoing = [...this.undoing];
-            const title = undoing.length > 0 ? `Undo of turn ${undoing.join(', ')}: ${review.label}` : review.label;
+            const rewinding = [...this.rewinding];
+            const title =
+                rewinding.length > 0
+                    ? `Rewind to before turn ${rewinding.join(', ')}: ${review.label}`
+                    : undoing.length > 0
+                      ? `Undo of turn ${undoing.join(', ')}: ${review.label}`
+                      : review.label;
             this.looseReview = this.add<ReviewItem>({ kind: 'review', turn: this.lastTurn(), title, review });
             change.upsert.push(this.looseReview);
         }
@@ -666,13 +674,17 @@ export class ChatModel {
      * An undo of `turn` was asked for (`running`), or ended (`done` when it was applied);
      * `turns`: a rewind to before `turn`, which undid all of them.
      */
-    setUndo(turn: number, state: 'running' | 'done' | 'failed', files?: string[], turns?: number[]): Change {
+    setUndo(turn: number, state: 'running' | 'done' | 'failed', files?: string[], turns?: number[], rewind = false): Change {
         const change: Change = { upsert: [], remove: [] };
         const all = turns && turns.length > 0 ? turns : [turn];
         if (state === 'running') {
             this.undoing.add(turn);
+            if (rewind) {
+                this.rewinding.add(turn);
+            }
         } else {
             this.undoing.delete(turn);
+            this.rewinding.delete(turn);
         }
         if (state === 'done') {
             all.forEach((undid) => this.undone.add(undid));

@@ -94,9 +94,12 @@ export class ChatView implements TurnView, vscode.WebviewViewProvider, vscode.We
         );
     }
 
-    /** Whether the chat's input has the keyboard (a review then opens without taking it). */
-    get inputFocused(): boolean {
-        return this.focused && (this.view?.visible === true || this.panel?.active === true);
+    /** Where the chat's input has the keyboard, if it has (a review then opens without taking it). */
+    get inputFocus(): 'view' | 'panel' | undefined {
+        if (!this.focused) {
+            return undefined;
+        }
+        return this.panel?.active === true ? 'panel' : this.view?.visible === true ? 'view' : undefined;
     }
 
     /** Whether a question of `session` is in sight in the conversation. */
@@ -177,7 +180,7 @@ export class ChatView implements TurnView, vscode.WebviewViewProvider, vscode.We
         }
         turn ??= this.model.session === session ? this.model.lastUndoable() : undefined;
         if (turn !== undefined) {
-            this.push(this.model.setUndo(turn, 'running'));
+            this.push(this.model.setUndo(turn, 'running', undefined, undefined, rewind));
         }
         const argument = turn === undefined ? { session } : rewind ? { session, turn, rewind } : { session, turn };
         const answer = await this.request<UndoResult>(UNDO_TURN, argument);

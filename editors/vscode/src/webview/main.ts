@@ -414,9 +414,11 @@ function question(item: QuestionItem): HTMLElement {
         return folded;
     }
     const card = h('article', { class: `item card question state-${item.state}`, role: 'group', 'aria-label': `The agent asks about ${item.name}` });
+    // What Allow for this session covers ends the question's text: said once, under the buttons.
+    const text = item.covers && item.text.endsWith(item.covers) ? item.text.slice(0, -item.covers.length).trimEnd() : item.text;
     card.append(
         h('div', { class: 'card-title' }, icon('shield'), h('span', {}, `Permission: ${item.name}`)),
-        h('div', { class: 'question-text' }, item.text),
+        h('div', { class: 'question-text' }, text),
     );
     if (item.state === 'open' && item.actions.length > 0) {
         card.append(
