@@ -7,6 +7,10 @@
 - `CodeServer` runs one code-server with its own user data, extensions, HOME and XDG dirs, in its
   own process group, and kills the whole group at the end.
 - `Workbench` wraps the Playwright page: the command palette, input boxes, the panel, buttons.
+- `report_failure` keeps what a failed test leaves behind in `.cache/vscode-failures/<test>/`:
+  code-server's log, every log VS Code wrote (the extension host's, each output channel with the
+  extension's and the server's lines) and a screenshot. pytest's temporary folders are shared by
+  every run on the machine and only the last three survive.
 
 Every wait is on a condition (a locator, a file, an HTTP answer) with a generous deadline: CI is
 a loaded 2-core machine.
