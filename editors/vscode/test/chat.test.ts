@@ -439,6 +439,10 @@ describe('token colours', () => {
         ],
     }`) as { tokenColors: Array<{ scope: string | string[]; settings: { foreground?: string; fontStyle?: string } }> };
 
+    it('reads a theme file as VS Code does: comments and trailing commas go, strings stay whole', () => {
+        assert.deepEqual(parseJsonc('{ "a": "http://x/*y*/", // note\n "b": [1, 2,], /* c */ }'), { a: 'http://x/*y*/', b: [1, 2] });
+    });
+
     it('picks the most specific matching selector, as VS Code does', () => {
         assert.deepEqual(styleOf(rules.tokenColors, 'keyword.control.flow'), { foreground: '#c586c0' });
         assert.deepEqual(styleOf(rules.tokenColors, 'keyword.operator'), { foreground: '#569cd6' });
