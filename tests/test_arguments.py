@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from lsp_agent.lsp.arguments import ArgumentError, ask_arguments, session_argument
+from lsp_agent.lsp.arguments import (
+    ArgumentError,
+    ask_arguments,
+    session_argument,
+    undo_arguments,
+)
 
 
 def test_a_full_ask_is_parsed() -> None:
@@ -76,3 +81,18 @@ def test_cancel_needs_a_session_and_status_does_not() -> None:
         session_argument("lspAgent.cancel", [{}], required=True)
     assert session_argument("lspAgent.status", [], required=False) is None
     assert session_argument("lspAgent.cancel", [{"session": "a"}], required=True) == "a"
+
+
+def test_ask_mode_is_a_mode_of_ask_but_not_of_undo() -> None:
+    assert ask_arguments("lspAgent.ask", [{"prompt": "why?", "mode": "ask"}]).mode == "ask"
+    with pytest.raises(ArgumentError, match='mode must be "review" or "auto"'):
+        undo_arguments([{"session": "s", "mode": "ask"}])
+
+
+def test_a_rewind_names_the_turn_to_rewind_to() -> None:
+    assert undo_arguments([{"session": "s", "turn": 2, "rewind": True}]).rewind is True
+    assert undo_arguments([{"session": "s"}]).rewind is False
+    with pytest.raises(ArgumentError, match="rewind needs turn"):
+        undo_arguments([{"session": "s", "rewind": True}])
+    with pytest.raises(ArgumentError, match="rewind must be a boolean"):
+        undo_arguments([{"session": "s", "turn": 1, "rewind": "yes"}])

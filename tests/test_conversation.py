@@ -119,6 +119,47 @@ async def test_undo_restores_the_turn_and_keeps_what_the_user_typed_since(
 
 
 @shared
+async def test_a_rewind_to_before_a_prompt_restores_every_later_turn_in_one_edit(
+    editor: Editor, model: ScriptedModel, workspace: Path
+) -> None:
+    start = GREETING + "\n# one\n# two\n# three\n# four\n"
+    (workspace / "hello.py").write_text(start)
+    first = await edit_turn(editor, model)
+    model.add(
+        tool_call("read_file", {"path": "hello.py"}),
+        tool_call("edit_file", {"path": "hello.py", "old": "return 1", "new": "return 10"}),
+        reply("Ten now."),
+    )
+    await editor.ask("make it ten", session=first.session)
+    model.add(reply("Nothing to change."))
+    await editor.ask("just a question", session=first.session)  # a turn without edits
+    # The user types a line of their own after the last turn.
+    edited = start.replace("hello", "hi there").replace("return 1", "return 10")
+    (workspace / "hello.py").write_text(edited + "# mine\n")
+    proposed = len(editor.edits_seen)
+
+    rewound = await editor.command(
+        "lspAgent.undoTurn", {"session": first.session, "turn": 1, "rewind": True}
+    )
+
+    assert (rewound.turn, rewound.turns, rewound.files) == (1, [1, 2], ["hello.py"])
+    assert (rewound.proposed, rewound.applied) == (True, True)
+    assert len(editor.edits_seen) == proposed + 1  # one reviewed edit for both turns
+    assert (workspace / "hello.py").read_text() == start + "# mine\n"
+    model.add(reply("noted"))
+    await editor.ask("and now?", session=first.session)
+    told = " ".join(user_texts(model.requests[-1]))
+    assert "The user undid turns 1, 2" in told
+    assert "rewound the files to before that prompt" in told
+    history = await editor.command("lspAgent.history", {"session": first.session})
+    [undo] = [item for item in history if item.type == "undo"]
+    assert (undo.undid, undo.turns) == (1, [1, 2])
+    with pytest.raises(JsonRpcException) as raised:  # both turns are undone now
+        await editor.command("lspAgent.undoTurn", {"session": first.session, "turn": 2})
+    assert "turn 2 has no accepted edits" in str(raised.value)
+
+
+@shared
 async def test_undo_refuses_a_file_whose_restored_lines_the_user_changed(
     editor: Editor, model: ScriptedModel, workspace: Path
 ) -> None:

@@ -116,6 +116,30 @@ async def test_auto_mode_does_not_ask_for_confirmation(
     assert all(not a.needs_confirmation for a in edit.change_annotations.values())
 
 
+async def test_in_ask_mode_the_model_can_read_but_nothing_is_edited_or_run(
+    editor: Editor, model: ScriptedModel, workspace: Path
+) -> None:
+    model.add(
+        *read_then_edit("hello.py", '"hello"', '"bye"'),  # the model tries anyway
+        reply("It returns a greeting; I would change it to say bye."),
+    )
+
+    result = await editor.ask("what does greet return?", mode="ask")
+
+    assert result.status == "completed"
+    assert result.edits.proposed == 0
+    assert editor.edits_seen == []
+    assert (workspace / "hello.py").read_text() == 'def greet():\n    return "hello"\n'
+    offered = {tool["function"]["name"] for tool in model.requests[0]["tools"]}
+    assert {"read_file", "search", "list_files"} <= offered
+    assert not offered & {"edit_file", "write_file", "apply_patch", "bash"}
+    assert "ask mode" in str(model.requests[0]["messages"][-1]["content"])
+    assert "not available: the user asked this in ask mode" in last_tool_result(model)
+    assert editor.events_of("start")[0]["mode"] == "ask"
+    items = await editor.command("lspAgent.history", {"session": result.session})
+    assert [getattr(item, "mode", None) for item in items if item.type == "prompt"] == ["ask"]
+
+
 async def test_the_user_rejects_the_edit_and_the_model_is_told_why(
     editor: Editor, model: ScriptedModel, workspace: Path
 ) -> None:

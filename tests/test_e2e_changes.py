@@ -278,6 +278,20 @@ async def test_the_user_keeps_one_of_two_hunks_and_the_model_hears_which(
     assert "the user applied part of your edit to lines.txt (1 of 2 hunks applied" in told
     assert "- hunk 1: replaced line 2: applied" in told
     assert "- hunk 2: replacing line 9: not applied by the user" in told
+    # The events say the same, as facts an editor's chat reads without parsing the text.
+    [result] = [e for e in editor.events_of("toolResult") if e["name"] == "edit_file"]
+    assert [(h["hunk"], h["status"], h["what"]) for h in result["hunks"]] == [
+        ("hunk 1", "accepted", "replaced line 2"),
+        ("hunk 2", "rejected", "replacing line 9"),
+    ]
+    [edit] = editor.events_of("edit")
+    assert (edit["applied"], edit["outcome"]) == (True, "1 of 2 hunks applied")
+    # And so does the history after a restart.
+    items = await editor.command("lspAgent.history", {"session": edit["session"]})
+    [tool] = [item for item in items if getattr(item, "name", None) == "edit_file"]
+    assert [(h.hunk, h.status, h.what) for h in tool.hunks] == [
+        (h["hunk"], h["status"], h["what"]) for h in result["hunks"]
+    ]
 
 
 @pytest_asyncio.fixture(loop_scope="module")

@@ -100,6 +100,11 @@ async def test_allow_for_this_session_is_not_asked_again_for_the_same_command(
     assert result.status == "completed"
     assert len(editor.questions) == 2
     assert "two.txt" in editor.questions[1].message
+    # The question says what the answer covers: this exact command, nothing like it.
+    covers = "“Allow for this session” allows this exact command again until the session ends"
+    assert covers in editor.questions[0].message
+    opened = editor.events_of("question", state="open")
+    assert opened[0]["sessionCovers"].startswith(covers)
     assert all(r.startswith("exit code 0") for r in tool_results(model))
     model.add(bash("touch one.txt"), reply("again"))
     await editor.ask("once more", session=result.session)

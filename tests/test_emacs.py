@@ -700,7 +700,7 @@ def test_lsp_mode_ret_on_nothing_or_c_g_at_its_question_denies_at_once(
     model.add(tool_call("bash", {"command": "touch made.txt"}), reply("Did not run it."))
 
     emacs.command("lsp-agent-ask", "make a file")
-    emacs.until("the question", lambda: emacs.asking("read-only commands."))
+    emacs.until("the question", lambda: emacs.asking("even a similar one, is asked."))
     emacs.keys(*keys)
     emacs.on_screen("Did not run it.")
     assert "it was dismissed" in told(model, "bash")

@@ -825,7 +825,9 @@ def test_the_inline_review_shows_the_edit_in_the_buffer_and_decides_only_there(
     )
     wait_until("the answer", lambda: len(model.requests) == 3, term)
     said = [m["content"] for m in model.requests[-1]["messages"] if m["role"] == "tool"][-1]
-    assert "the user applied part of your edit to hello.py (1 of 2 hunks applied as proposed" in said
+    assert (
+        "the user applied part of your edit to hello.py (1 of 2 hunks applied as proposed" in said
+    )
     assert "lsp-agent: hunk" not in term.screen()  # the marks are gone
     assert term.rpc.lua("return vim.fn.maparg('ga', 'n')") == ""  # and so are the keys
 

@@ -207,3 +207,42 @@ def test_a_removing_hunk_is_told_by_what_it_removes() -> None:
 
     assert "- hunk 1: removed 2 lines before line 6: applied" in kept
     assert "- hunk 1: removing lines 6-7: not applied by the user" in left
+
+
+def test_a_line_the_user_typed_next_to_the_change_is_theirs_and_the_hunk_landed() -> None:
+    proposed = BEFORE.replace("line 5\n", "LINE FIVE\n")
+    # The user wrote a line right above the changed one, then accepted the edit.
+    landed = proposed.replace("LINE FIVE\n", "# mine\nLINE FIVE\n")
+
+    report = hunk_outcomes(BEFORE, proposed, landed)
+
+    [hunk] = report.hunks
+    assert hunk.status == ACCEPTED
+    assert [(o.start, o.end) for o in report.others] == [(6, 6)]
+    message = report.message("a.py")
+    assert message.startswith(
+        "your edit to a.py was applied as proposed, and the user changed other lines too"
+    )
+    assert "- hunk 1: replaced line 7: applied" in message
+    assert "- line 6: also changed by the user" in message
+    assert report.short() == "applied; the user also changed other lines"
+
+
+def test_a_removal_that_landed_beside_the_users_new_line() -> None:
+    proposed = BEFORE.replace("line 5\n", "")
+    landed = BEFORE.replace("line 5\n", "# mine\n")
+
+    report = hunk_outcomes(BEFORE, proposed, landed)
+
+    [hunk] = report.hunks
+    assert hunk.status == ACCEPTED
+    assert [(o.start, o.end) for o in report.others] == [(6, 6)]
+
+
+def test_the_users_change_of_the_changed_line_itself_stays_a_modification() -> None:
+    proposed = BEFORE.replace("line 5\n", "LINE FIVE\n")
+    landed = BEFORE.replace("line 5\n", "# mine\nLine Five (mine)\n")
+
+    report = hunk_outcomes(BEFORE, proposed, landed)
+
+    assert [h.status for h in report.hunks] == [MODIFIED]

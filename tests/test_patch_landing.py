@@ -44,3 +44,11 @@ async def test_the_user_keeps_one_hunk_of_a_patch_on_repeated_lines(tmp_path: Pa
     assert "- hunk 2 (starting 'y = 2'): replacing line 64: not applied by the user" in result.text
     assert result.summary.endswith("(notes.py: 1 of 2 hunks applied)")
     assert path.read_text() == port.land
+    # The editor's chat reads the same without parsing the text.
+    assert [fact.to_json() for fact in result.hunks] == [
+        {"path": "notes.py", "hunk": "hunk 1", "status": "accepted", "what": "replaced line 2",
+         "label": "starting 'x = 1'"},
+        {"path": "notes.py", "hunk": "hunk 2", "status": "rejected", "what": "replacing line 64",
+         "label": "starting 'y = 2'"},
+    ]  # fmt: skip
+    assert result.outcomes == ((path, "1 of 2 hunks applied"),)

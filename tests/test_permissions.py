@@ -358,6 +358,7 @@ async def test_an_ask_rule_on_edits_puts_the_question_with_the_three_actions(
     ((question, actions),) = port.questions
     assert tuple(actions) == ANSWERS == ("Allow", "Allow for this session", "Deny")
     assert "write_file on new.txt" in question
+    assert "“Allow for this session” allows write_file on new.txt again" in question
 
 
 async def test_without_a_sandbox_the_question_says_the_command_runs_unsandboxed(
@@ -370,6 +371,8 @@ async def test_without_a_sandbox_the_question_says_the_command_runs_unsandboxed(
 
     ((question, _),) = port.questions
     assert "UNSANDBOXED" in question
+    # Said once: the reason the command is asked is that warning, not a second sentence.
+    assert question.count("sandbox") == 1, question
     assert not result.ok
     assert "Nothing ran" in result.text
 

@@ -32,6 +32,7 @@ from tests.vscode_fixtures import (
 # The fixtures every VS Code test module uses (pytest finds them as module attributes).
 build, vscode = fixtures.build, fixtures.vscode
 extra_settings, extra_env = fixtures.extra_settings, fixtures.extra_env
+extra_keybindings = fixtures.extra_keybindings
 
 
 @pytest.mark.timeout(900)  # the first test also builds the extension and installs code-server

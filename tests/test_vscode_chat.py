@@ -9,72 +9,34 @@ chat's webview, files on disk, what the model was told.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests import vscode_fixtures as fixtures
 from tests import vscode_harness as harness
 from tests.fake_model import ScriptedModel, reply, tool_call
-from tests.vscode_fixtures import VSCode, open_chat, tool_results
+from tests.vscode_fixtures import (
+    VSCode,
+    add_file,
+    open_chat,
+    open_file,
+    ready,
+    reload_window,
+    send,
+    tool_results,
+    turns_ended,
+    user_texts,
+    widen_sidebar,
+)
 
 build, vscode = fixtures.build, fixtures.vscode
 extra_settings, extra_env = fixtures.extra_settings, fixtures.extra_env
+extra_keybindings = fixtures.extra_keybindings
 
 CODE = "def add(a, b):\n    return a + b\n"
 ANSWER = f"Here is the function:\n\n```python\n{CODE}```\n\nIt adds **two** numbers."
 GREETING = 'def greet():\n    return "hello"\n\n\ndef part():\n    return 1\n'
-
-
-def ready(vscode: VSCode) -> None:
-    """The extension is up and talks to the server: its status bar item shows the model."""
-    vscode.workbench.status_item("test-model").wait_for(state="visible")
-
-
-def send(chat: Any, prompt: str) -> None:
-    """Type the prompt in the chat's input and press Enter."""
-    box = chat.locator("#input")
-    box.click()
-    box.fill(prompt)
-    box.press("Enter")
-
-
-def turns_ended(chat: Any, count: int) -> None:
-    """Wait until `count` turns show their end in the conversation."""
-    chat.locator(".item.status").nth(count - 1).wait_for()
-
-
-def user_texts(request: dict[str, Any]) -> list[str]:
-    return [str(m["content"]) for m in request["messages"] if m["role"] == "user"]
-
-
-def widen_sidebar(vscode: VSCode, width: int = 460) -> None:
-    """Drag the side bar's edge so the chat is roomier (for the screenshots)."""
-    page = vscode.page
-    box = page.locator(".part.sidebar").bounding_box()
-    assert box is not None
-    edge, middle = box["x"] + box["width"], box["y"] + box["height"] / 2
-    page.mouse.move(edge, middle)
-    page.mouse.down()
-    page.mouse.move(box["x"] + width, middle, steps=5)
-    page.mouse.up()
-
-
-def open_file(vscode: VSCode, name: str) -> None:
-    """Quick Open (Ctrl+P) the file; return once its tab shows and its editor has the keyboard
-    (the tab comes first: a key pressed in between goes elsewhere)."""
-    page = vscode.page
-    page.locator(".monaco-workbench").click(position={"x": 900, "y": 300})
-    page.keyboard.press("Control+P")
-    box = vscode.workbench.quick_input.locator("input.input")
-    box.wait_for(state="visible")
-    box.fill(name)
-    vscode.workbench.quick_input.locator(".monaco-list-row", has_text=name).first.click()
-    label = page.locator(".label-name", has_text=re.compile(f"^{re.escape(name)}$"))
-    page.locator(".tab").filter(has=label).wait_for()
-    page.locator(".editor-group-container .monaco-editor.focused").wait_for()
 
 
 @pytest.mark.timeout(600)
@@ -97,7 +59,7 @@ def test_a_turn_in_the_chat_renders_its_code_and_a_question_is_answered_in_place
     box = chat.locator("#input")
     box.click()
     box.press_sequentially("write add #")
-    workbench.answer_input("hello.py", "LSP Agent: Add a File as Context")
+    add_file(vscode, "hello.py")
     chat.locator("#chips .chip-file", has_text="hello.py").wait_for()
     box.press("Enter")
     turns_ended(chat, 1)
@@ -190,7 +152,7 @@ def test_an_edit_card_accepts_undo_keeps_the_users_line_and_a_reload_brings_it_a
     friendly = GREETING.replace('"hello"', '"hi there"')
     harness.wait_until(lambda: path.read_text() == friendly, 30, "hello.py to hold the edit")
     applied = chat.locator(".item.edit.state-applied")
-    assert "hunk 1 · line 2: accepted" in applied.locator(".hunks").inner_text()
+    assert "hunk 1 · replaced line 2: accepted" in applied.locator(".hunks").inner_text()
     assert "The user is looking at hello.py" in user_texts(model.requests[0])[0]
     assert tool_results(model.requests[2])[-1].startswith("applied: hello.py")
 
@@ -219,9 +181,10 @@ def test_an_edit_card_accepts_undo_keeps_the_users_line_and_a_reload_brings_it_a
     turns_ended(chat, 2)
     assert any("The user undid turn 1" in text for text in user_texts(model.requests[-1]))
 
-    # After a window reload the conversation is back, from the server's history.
-    workbench.run_command("Developer: Reload Window")
-    page.locator(".monaco-workbench .part.statusbar").wait_for(state="visible")
+    # After a window reload the conversation is back, from the server's history. (The reload is
+    # waited for as a navigation: the old page's status bar and chat answered the waits below
+    # before the reload had even begun, and the assertions then read a page going away.)
+    reload_window(vscode)
     ready(vscode)
     chat = fixtures.chat_frame(page)
     chat.locator(".item.status").nth(1).wait_for()
@@ -229,7 +192,7 @@ def test_an_edit_card_accepts_undo_keeps_the_users_line_and_a_reload_brings_it_a
     assert prompts == ["make it friendlier", "and now?"]
     assert chat.locator(".item.prompt .chip-selection", has_text="hello.py").count() == 2
     edit = chat.locator(".item.edit.state-applied")
-    assert "hunk 1 · line 2: accepted" in edit.locator(".hunks").inner_text()
+    assert "hunk 1 · replaced line 2: accepted" in edit.locator(".hunks").inner_text()
     assert "hello.py" in edit.locator(".edit-target").inner_text()
     assert chat.locator(".item.note", has_text="Turn 1 undone: hello.py").count() == 1
     assert chat.locator(".item.answer", has_text="Noted: the greeting is back.").count() == 1

@@ -7,6 +7,10 @@
 - `CodeServer` runs one code-server with its own user data, extensions, HOME and XDG dirs, in its
   own process group, and kills the whole group at the end.
 - `Workbench` wraps the Playwright page: the command palette, input boxes, the panel, buttons.
+- `report_failure` keeps what a failed test leaves behind in `.cache/vscode-failures/<test>/`:
+  code-server's log, every log VS Code wrote (the extension host's, each output channel with the
+  extension's and the server's lines) and a screenshot. pytest's temporary folders are shared by
+  every run on the machine and only the last three survive.
 
 Every wait is on a condition (a locator, a file, an HTTP answer) with a generous deadline: CI is
 a loaded 2-core machine.
@@ -468,23 +472,48 @@ class Workbench:
         return path
 
 
-def report_failure(server: CodeServer, workbench: Workbench | None, folder: Path) -> None:
-    """Save a screenshot to `folder` and print the tail of code-server's logs."""
-    print(f"\n==== code-server logs (all of them in {server.home})")
+FAILURES = CACHE / "vscode-failures"
+"""Where a failed test's logs and screenshot are kept: pytest's own temporary folders are
+shared with every other run on the machine and only the last few are kept."""
+
+
+def keep_logs(server: CodeServer, name: str) -> Path:
+    """Copy what VS Code and code-server logged (the extension host's log, every output channel
+    with the extension's and the server's lines) to `FAILURES/<name>/`; its path."""
+    kept = FAILURES / re.sub(r"[^\w.-]+", "_", name)[:150]
+    shutil.rmtree(kept, ignore_errors=True)
+    kept.mkdir(parents=True)
+    with contextlib.suppress(OSError):
+        shutil.copy2(server.log, kept / server.log.name)
+    logs = server.user_data / "logs"
+    if logs.is_dir():
+        shutil.copytree(logs, kept / "logs", dirs_exist_ok=True)
+    return kept
+
+
+def report_failure(
+    server: CodeServer, workbench: Workbench | None, folder: Path, name: str | None = None
+) -> None:
+    """Save a screenshot, keep the logs (under `FAILURES` when the test is named, else in
+    `folder`) and print the tail of code-server's logs."""
+    kept = keep_logs(server, name) if name is not None else folder
+    print(f"\n==== code-server logs, kept whole in {kept}")
     print(server.log_tail())
     if workbench is not None:
         with contextlib.suppress(Exception):
-            shot = workbench.screenshot(folder / "failure.png")
+            shot = workbench.screenshot(kept / "failure.png")
             print(f"==== screenshot of the failure: {shot}")
 
 
 @contextlib.contextmanager
-def diagnostics(server: CodeServer, workbench: Workbench | None, folder: Path) -> Iterator[None]:
+def diagnostics(
+    server: CodeServer, workbench: Workbench | None, folder: Path, name: str | None = None
+) -> Iterator[None]:
     """On any failure inside: `report_failure`, then the failure goes on."""
     try:
         yield
     except BaseException:
-        report_failure(server, workbench, folder)
+        report_failure(server, workbench, folder, name)
         raise
 
 

@@ -3,12 +3,14 @@
 The transcript keeps everything (messages, and events the turn recorded as it went); this turns it
 into displayable items, in order, so that a chat view can show a past session after any restart:
 
-- `prompt` (`text`, `selection?`), `answer` (`text`: the model's Markdown), `tool` (`name`, `args`,
-  `ok`, `summary`, `result`: the text the model got, shortened), `question` (`name`, `text`,
-  `answer`, `state`), `edit` (`path`, `applied`, and for an applied one `undoable`), `compaction`
-  (`strategy`, `before`, `after`), `undo` (`turn`, `files`), `usage` (`inputTokens`,
-  `cachedTokens`, `outputTokens`, `calls`: what the turn's model calls used, summed; just before
-  the turn's `status`), `status` (`status`, `error?`).
+- `prompt` (`text`, `selection?`, `mode?`: `ask` for a question asked in ask mode), `answer`
+  (`text`: the model's Markdown), `tool` (`name`, `args`, `ok`, `summary`, `result`: the text the
+  model got, shortened; `hunks` for an applied edit: what became of each hunk, as the
+  `toolResult` event says), `question` (`name`, `text`, `answer`, `state`), `edit` (`path`,
+  `applied`, and for an applied one `undoable`), `compaction` (`strategy`, `before`, `after`),
+  `undo` (`turn`, `files`, `turns?` for a rewind), `usage` (`inputTokens`, `cachedTokens`,
+  `outputTokens`, `calls`: what the turn's model calls used, summed; just before the turn's
+  `status`), `status` (`status`, `error?`).
 
 Every item carries the `turn` it belongs to. Pure: no I/O.
 """
@@ -119,6 +121,8 @@ def _event(
         item = {"type": "prompt", "turn": turn, "text": record.get("prompt", "")}
         if record.get("selection"):
             item["selection"] = record["selection"]
+        if record.get("mode"):
+            item["mode"] = record["mode"]
         items.append(item)
     elif kind == "tool":
         called = tools.get(str(record.get("id")))
@@ -126,6 +130,8 @@ def _event(
             called.update(ok=record.get("ok"), summary=record.get("summary"))
             if record.get("permission"):
                 called["permission"] = record["permission"]
+            if record.get("hunks"):
+                called["hunks"] = record["hunks"]
     elif kind == "applied":
         items.append(
             {
@@ -158,14 +164,15 @@ def _event(
             }
         )
     elif kind == "undo":
-        items.append(
-            {
-                "type": "undo",
-                "turn": turn,
-                "undid": record.get("undid"),
-                "files": record.get("files"),
-            }
-        )
+        item = {
+            "type": "undo",
+            "turn": turn,
+            "undid": record.get("undid"),
+            "files": record.get("files"),
+        }
+        if record.get("turns"):
+            item["turns"] = record["turns"]  # a rewind: every turn it undid
+        items.append(item)
 
 
 def _arguments(raw: Any) -> Any:

@@ -274,8 +274,9 @@ class Agent:
                 f"session {session.id} is already running a turn: wait for it to end, "
                 "or cancel it with lspAgent.cancel"
             )
-        review = (mode or self.settings.mode) == "review"
-        turn = Turn(self, session, prompt, selection, review=review)
+        # `ask`: an answer without changes; edits (none are offered) would be reviewed.
+        review = (mode or self.settings.mode) in ("review", "ask")
+        turn = Turn(self, session, prompt, selection, review=review, ask=mode == "ask")
         session.task = asyncio.create_task(turn.run())
         return session
 
@@ -350,10 +351,15 @@ class Agent:
         return items
 
     async def undo_turn(
-        self, session_id: str, turn: int | None = None, mode: str | None = None
+        self,
+        session_id: str,
+        turn: int | None = None,
+        mode: str | None = None,
+        rewind: bool = False,
     ) -> dict[str, Any]:
         """Propose one edit that restores what a turn's accepted edits changed (the session's
-        last such turn by default), merged onto what changed since; the model hears of it."""
+        last such turn by default), merged onto what changed since; the model hears of it.
+        `rewind`: the turn and every later one, so the files are as before its prompt."""
         session = await self._loaded(session_id)
         if session.running:
             raise UserError(
@@ -365,22 +371,26 @@ class Agent:
             raise UserError(f"nothing to undo: no turn of session {session.id} has accepted edits")
         if turn is None:
             turn = turns[-1]
-        elif turn not in turns:
+        chosen = [t for t in turns if t >= turn] if rewind else [turn] if turn in turns else []
+        if not chosen:
             listed = ", ".join(map(str, turns)) or "none"
+            since = " or after it" if rewind else ""
             raise UserError(
-                f"turn {turn} has no accepted edits to undo (turns with edits: {listed})"
+                f"turn {turn}{since} has no accepted edits to undo (turns with edits: {listed})"
             )
         proposer = session.toolbox.edits.proposer
         current: dict[str, Document | None] = {}
         for record in records:
-            if record.get("kind") == "applied" and record.get("turn") == turn:
+            if record.get("kind") == "applied" and record.get("turn") in chosen:
                 rel = str(record.get("path"))
                 if rel not in current:
                     path = self.workspace.resolve(rel, for_write=True)
                     current[rel] = await proposer.current(path)
-        plan = plan_undo(records, turn, lambda rel: _text(current.get(rel)))
+        plan = plan_undo(records, chosen, lambda rel: _text(current.get(rel)))
         refused = [{"path": r.path, "why": r.why} for r in plan.refused]
         answer: dict[str, Any] = {"turn": turn, "files": [f.path for f in plan.files]}
+        if rewind:
+            answer["turns"] = chosen
         if not plan.files:
             return {**answer, "proposed": False, "applied": False, "refused": refused}
         planned = []
@@ -395,11 +405,12 @@ class Agent:
             )
             planned.append(Planned(undo.path, change))
         names = ", ".join(answer["files"])
+        what = f"turns {', '.join(map(str, chosen))}" if len(chosen) > 1 else f"turn {turn}"
         result = await proposer.propose(
             planned,
-            description=f"undo turn {turn}",
-            done=f"undone: turn {turn} ({names})",
-            summary=f"undid turn {turn}",
+            description=f"undo {what}",
+            done=f"undone: {what} ({names})",
+            summary=f"undid {what}",
             review=(mode or self.settings.mode) == "review",
             counts=EditCounts(),
         )
@@ -413,11 +424,18 @@ class Agent:
                     "turn": session.turns,
                     "undid": turn,
                     "files": answer["files"],
+                    **({"turns": chosen} if rewind else {}),
                 }
             )
+            before = (
+                f"before turn {turn} (the user rewound the files to before that prompt, undoing "
+                f"{what})"
+                if rewind
+                else "before it"
+            )
             session.notes.append(
-                f"The user undid turn {turn}: {names} are back to what they were before it "
-                "(with the user's later changes kept). Read them again before editing them."
+                f"The user undid {what}: {names} are back to what they were {before}, with the "
+                "user's later changes kept. Read them again before editing them."
             )
         return {**answer, "proposed": True, "applied": result.ok, "refused": refused}
 

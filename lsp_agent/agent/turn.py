@@ -69,6 +69,12 @@ MALFORMED_REPLIES_ALLOWED = 3
 """Replies in a row made only of malformed tool calls that the model is told about and may
 correct; the next one ends the turn with a sentence for the user."""
 
+ASK_MODE_NOTE = (
+    "The user asked this in ask mode: answer it, reading and searching as you need, without "
+    "editing files or running commands (those tools are not offered in this turn)."
+)
+"""Told at each model call of a turn in mode `ask`."""
+
 IMITATIONS_ALLOWED = 1
 """Replies that imitate a tool call in text (and are not one) the model is corrected for in a
 turn; the next one ends the turn with the capability message."""
@@ -103,6 +109,7 @@ class Turn:
         selection: Selection | None,
         *,
         review: bool,
+        ask: bool = False,
     ) -> None:
         self.agent = agent
         self.session = session
@@ -111,8 +118,9 @@ class Turn:
         session.turns += 1
         self.number = session.turns
         """1-based, counted over the session's life."""
-        self.tools = TurnState(review, EditCounts(), self.emit)
-        """What the tools get from this turn: review or auto, the edit counts, the events."""
+        self.tools = TurnState(review, EditCounts(), self.emit, read_only=ask)
+        """What the tools get from this turn: review or auto (or ask: no changes), the edit
+        counts, the events."""
         self.answer = ""
         """The model's last text: the answer when the turn ends."""
         self.streamed: list[str] = []
@@ -193,7 +201,7 @@ class Turn:
         await self._decide(before_call)
         reply = await self._call_model()
         session = self.session
-        schemas = session.toolbox.schemas()
+        schemas = session.toolbox.schemas(self.tools.read_only)
         if not reply.tool_calls and reply.text:
             reply = self._text_call(reply, schemas)
         self.pending = list(reply.tool_calls)
@@ -234,6 +242,8 @@ class Turn:
         note = await self._instructions.note()
         notes = [*session.notes, *([note] if note else [])]
         session.notes.clear()  # told once
+        if self.tools.read_only:
+            notes.append(ASK_MODE_NOTE)  # at every call of the turn: the tools say it too
         reminder = await reminder_message(
             agent.workspace.root,
             plan=render_plan(session.plan.items),
@@ -250,7 +260,7 @@ class Turn:
                 self.emit("text", text=chunk[: STREAMED_CHARS - shown])
             shown += len(chunk)
 
-        schemas = session.toolbox.schemas()
+        schemas = session.toolbox.schemas(self.tools.read_only)
         reply = await agent.provider.complete([*view, reminder], schemas, on_text)
         if shown > STREAMED_CHARS:
             self.emit(
@@ -280,15 +290,20 @@ class Turn:
             self.emit("permission", **result.permission)
         # The text the model got, as `lspAgent.history` gives it: a chat shows the same details
         # live and after a restart (an edit's per-hunk outcome, a command's output).
+        hunks = [fact.to_json() for fact in result.hunks]
         self.emit(
             "toolResult",
             name=call.name,
             ok=result.ok,
             summary=result.summary,
             result=result.text[:RESULT_CHARS],
+            **({"hunks": hunks} if hunks else {}),
         )
+        partly = dict(result.outcomes)
         for path, applied in result.edits:
-            self.emit("edit", uri=path.as_uri(), applied=applied)
+            # `outcome`: an applied edit that did not land as proposed, in a few words.
+            outcome = {"outcome": partly[path]} if path in partly else {}
+            self.emit("edit", uri=path.as_uri(), applied=applied, **outcome)
         transcript = self.session.transcript
         transcript.append(
             {
@@ -300,6 +315,7 @@ class Turn:
                 "ok": result.ok,
                 "summary": result.summary,
                 "permission": result.permission,
+                **({"hunks": hunks} if hunks else {}),
             }
         )
         for landed in result.landed:
@@ -357,8 +373,14 @@ class Turn:
                 f"continuing session {self.session.id} ({earlier} earlier "
                 f"turn{'s' if earlier != 1 else ''}); start a new session for a fresh one"
             )
+        asking = {"mode": "ask"} if self.tools.read_only else {}
         self.emit(
-            "start", prompt=self.prompt, continuing=bool(earlier), turns=earlier, message=message
+            "start",
+            prompt=self.prompt,
+            continuing=bool(earlier),
+            turns=earlier,
+            message=message,
+            **asking,
         )
         selection = self.selection
         self.session.transcript.append(
@@ -367,6 +389,7 @@ class Turn:
                 "kind": "prompt",
                 "turn": self.number,
                 "prompt": self.prompt,
+                **asking,
                 "selection": {
                     "path": self.agent.workspace.relative(selection.path),
                     "startLine": selection.start_line,

@@ -10,7 +10,7 @@ caller reads the current texts and proposes the result like any edit.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,7 +45,8 @@ class UndoPlan:
 
 
 def undoable_turns(records: Iterable[Mapping[str, Any]]) -> list[int]:
-    """The turns with accepted edits, oldest first, leaving out turns already undone."""
+    """The turns with accepted edits, oldest first, leaving out turns already undone (one by
+    one, or with others by a rewind)."""
     turns: list[int] = []
     undone: set[int] = set()
     for record in records:
@@ -53,22 +54,29 @@ def undoable_turns(records: Iterable[Mapping[str, Any]]) -> list[int]:
             continue
         if record.get("kind") == "applied" and record.get("turn") not in turns:
             turns.append(int(record.get("turn", 0)))
-        elif record.get("kind") == "undo" and isinstance(record.get("undid"), int):
-            undone.add(record["undid"])
+        elif record.get("kind") == "undo":
+            if isinstance(record.get("undid"), int):
+                undone.add(record["undid"])
+            undone.update(t for t in record.get("turns") or () if isinstance(t, int))
     return [turn for turn in turns if turn not in undone]
 
 
 def plan_undo(
-    records: Iterable[Mapping[str, Any]], turn: int, current: Callable[[str], str | None]
+    records: Iterable[Mapping[str, Any]],
+    turn: int | Collection[int],
+    current: Callable[[str], str | None],
 ) -> UndoPlan:
-    """What undoing `turn` proposes, file by file; `current(path)` reads a file as it is now."""
+    """What undoing `turn` proposes, file by file; `current(path)` reads a file as it is now.
+    Several turns (a rewind to before the first of them) restore each file to its text before
+    the first of those turns that changed it, with what changed after the last merged on top."""
+    turns = {turn} if isinstance(turn, int) else set(turn)
     first_before: dict[str, str | None] = {}
     last_after: dict[str, str | None] = {}
     unknown: set[str] = set()
     for record in records:
         if record.get("type") != "event" or record.get("kind") != "applied":
             continue
-        if record.get("turn") != turn:
+        if record.get("turn") not in turns:
             continue
         path = str(record.get("path"))
         if record.get("kept") is False:
@@ -89,7 +97,7 @@ def plan_undo(
             refused.append(result)
         elif result.restored != now:
             files.append(result)
-    return UndoPlan(turn, tuple(files), tuple(refused))
+    return UndoPlan(min(turns, default=0), tuple(files), tuple(refused))
 
 
 def _restore(

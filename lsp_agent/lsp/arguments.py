@@ -40,7 +40,8 @@ class AskArguments:
     range: Range | None = None
     """The selection in `uri`, in the negotiated position encoding."""
     mode: str | None = None
-    """`review` (the editor asks before applying) or `auto`; the `mode` setting when omitted."""
+    """`review` (the editor asks before applying) or `auto`; the `mode` setting when omitted.
+    `ask`: an answer without changes (no edit or command is offered to the model)."""
     folder: str | None = None
     """The workspace folder to run in (a URI), when the editor has several open."""
 
@@ -53,6 +54,8 @@ class UndoArguments:
     turn: int | None = None
     """The turn to undo; the session's last turn with accepted edits when omitted."""
     mode: str | None = None
+    rewind: bool = False
+    """Undo every later turn too: the files as they were before the turn's prompt."""
 
 
 @dataclass(frozen=True)
@@ -120,7 +123,7 @@ def ask_arguments(command: str, arguments: Sequence[Any]) -> AskArguments:
     assert prompt is not None
     if not prompt.strip():
         raise ArgumentError("prompt must not be empty: say what the agent should do")
-    mode = _mode(raw)
+    mode = _mode(raw, ("review", "auto", "ask"))
     uri = _string(raw, "uri")
     selection = None
     if raw.get("range") is not None:
@@ -139,7 +142,12 @@ def undo_arguments(arguments: Sequence[Any]) -> UndoArguments:
     turn = raw.get("turn")
     if turn is not None and (isinstance(turn, bool) or not isinstance(turn, int) or turn < 1):
         raise ArgumentError("turn must be a whole number from 1, the turn to undo")
-    return UndoArguments(session, turn, _mode(raw))
+    rewind = raw.get("rewind", False)
+    if not isinstance(rewind, bool):
+        raise ArgumentError("rewind must be a boolean: true undoes every later turn too")
+    if rewind and turn is None:
+        raise ArgumentError("rewind needs turn: the turn whose prompt to rewind to")
+    return UndoArguments(session, turn, _mode(raw), rewind)
 
 
 def folder_argument(command: str, arguments: Sequence[Any]) -> str | None:
@@ -147,10 +155,11 @@ def folder_argument(command: str, arguments: Sequence[Any]) -> str | None:
     return _string(single_object(command, arguments), "folder")
 
 
-def _mode(raw: dict[str, Any]) -> str | None:
+def _mode(raw: dict[str, Any], allowed: Sequence[str] = ("review", "auto")) -> str | None:
     mode = _string(raw, "mode")
-    if mode is not None and mode not in ("review", "auto"):
-        raise ArgumentError(f'mode must be "review" or "auto", not {mode!r}')
+    if mode is not None and mode not in allowed:
+        choices = ", ".join(f'"{choice}"' for choice in allowed[:-1])
+        raise ArgumentError(f'mode must be {choices} or "{allowed[-1]}", not {mode!r}')
     return mode
 
 

@@ -97,8 +97,9 @@ class Catalog:
     def __getitem__(self, name: str) -> McpTool:
         return self.tools[name]
 
-    def schemas(self) -> list[dict[str, Any]]:
-        return [tool.schema for tool in self.tools.values()]
+    def schemas(self, read_only: bool = False) -> list[dict[str, Any]]:
+        """`read_only`: only the tools their server marks read-only."""
+        return [t.schema for t in self.tools.values() if t.read_only or not read_only]
 
     def add(
         self, spec: ServerSpec, listed: Iterable[ListedTool], log: Callable[[str], None]

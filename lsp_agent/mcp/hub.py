@@ -69,8 +69,8 @@ class McpTools:
         assert self.catalog is not None
         return self.catalog[name]
 
-    def schemas(self) -> list[dict[str, Any]]:
-        return self.catalog.schemas() if self.catalog is not None else []
+    def schemas(self, read_only: bool = False) -> list[dict[str, Any]]:
+        return self.catalog.schemas(read_only) if self.catalog is not None else []
 
     async def call(
         self, tool: McpTool, arguments: Mapping[str, Any], spills: Spills, limit: int

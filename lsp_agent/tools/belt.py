@@ -163,6 +163,9 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
 NEVER_LOCKED = frozenset({"read_file", "search", "list_files", "todo", LOAD_SKILL})
 """Tools a skill cannot lock: the model always needs them to look around and plan."""
 
+CHANGING_TOOLS = frozenset({*EDIT_TOOLS, "bash"})
+"""The tools that change files or run commands: not offered in mode `ask`."""
+
 _JSON_TYPES: dict[str, type] = {"string": str, "integer": int, "number": float, "boolean": bool}
 """How a schema's scalar types are checked; arrays and objects are checked by the tool."""
 
@@ -177,6 +180,8 @@ class TurnState:
     """The turn's edits, as the `ask` result reports them."""
     emit: Emit = lambda kind, **fields: None
     """The turn's event stream (`question` events come from here)."""
+    read_only: bool = False
+    """Mode `ask`: the user wants an answer, not changes; no edit or command runs."""
 
 
 Handler = Callable[[Mapping[str, Any], TurnState], Awaitable[ToolResult]]
@@ -236,13 +241,17 @@ class Toolbox:
             LOAD_SKILL: self._load_skill,
         }
 
-    def schemas(self) -> list[dict[str, Any]]:
+    def schemas(self, read_only: bool = False) -> list[dict[str, Any]]:
         """The tools to offer the model: the belt, `load_skill` when there are skills, then
-        the session's MCP tools."""
-        mcp = self.mcp.schemas() if self.mcp is not None else []
+        the session's MCP tools; `read_only` (mode `ask`): without the tools that edit or run
+        commands, and only the MCP tools their server marks read-only (asked all the same)."""
+        offered = TOOL_SCHEMAS
+        if read_only:
+            offered = [s for s in TOOL_SCHEMAS if s["function"]["name"] not in CHANGING_TOOLS]
+        mcp = self.mcp.schemas(read_only) if self.mcp is not None else []
         if self.skills is None:
-            return [*TOOL_SCHEMAS, *mcp] if mcp else TOOL_SCHEMAS
-        return [*TOOL_SCHEMAS, load_skill_schema(list(self.skills.skills.values())), *mcp]
+            return [*offered, *mcp] if mcp or read_only else offered
+        return [*offered, load_skill_schema(list(self.skills.skills.values())), *mcp]
 
     async def prepare(self, emit: Emit) -> list[str]:
         """Before the session's first model call: start the MCP servers it needs and fix its
@@ -262,6 +271,15 @@ class Toolbox:
         turn = turn if turn is not None else TurnState()
         permission: dict[str, Any] | None = None
         try:
+            if turn.read_only and (
+                name in CHANGING_TOOLS
+                or (self.mcp is not None and name in self.mcp and not self.mcp[name].read_only)
+            ):
+                raise ToolError(
+                    f"{name} is not available: the user asked this in ask mode, for an answer "
+                    "without changes. Answer from what you can read; say what you would change.",
+                    reason="ask_mode",
+                )
             if self.skills is not None:
                 self.skills.check(name)
             if self.mcp is not None and name in self.mcp:

@@ -131,8 +131,9 @@ class Gate:
             raise refused_by_policy(name, what, verdict.reason)
         if name in self.auto_approve and sandboxed and verdict.unattended:
             return {"name": name, "decision": "allow", "asked": False, "reason": verdict.reason}
-        question = _question(name, what, verdict.reason, sandboxed)
-        return await self._settle(name, what, question, verdicts, settings, emit)
+        covers = _covers(name, [v.shape for v in verdicts if v.decision == permissions.ASK])
+        question = _question(name, what, verdict.reason, sandboxed) + " " + covers
+        return await self._settle(name, what, question, covers, verdicts, settings, emit)
 
     async def permit_mcp(
         self,
@@ -164,16 +165,20 @@ class Gate:
             raise refused_by_policy(name, what, verdict.reason)
         shown_arguments = json.dumps(dict(arguments), indent=2, ensure_ascii=False)
         marked = " (the server marks it read-only)" if read_only else ""
+        covers = (
+            f"“Allow for this session” allows the tool {tool!r} of {server!r} again, with any "
+            "arguments that name no secret, until the session ends."
+        )
         question = (
             f"lsp-agent wants to call {what}{marked} — {name} — with these arguments:\n"
-            f"{shown(shown_arguments)}\nAsked because {verdict.reason}."
+            f"{shown(shown_arguments)}\nAsked because {verdict.reason}. {covers}"
         )
-        return await self._settle(name, what, question, [verdict], settings, emit)
+        return await self._settle(name, what, question, covers, [verdict], settings, emit)
 
     async def ask(self, name: str, text: str, actions: Sequence[str], emit: Emit) -> str | None:
         """Ask the user a question of another kind (whether to start a workspace's MCP
         server), shown whole like a command; the answer, or None when there is none."""
-        answer, _ = await self._ask(name, shown(text), self.settings(), emit, actions)
+        answer, _ = await self._ask(name, shown(text), "", self.settings(), emit, actions)
         return answer
 
     async def _settle(
@@ -181,13 +186,14 @@ class Gate:
         name: str,
         what: str,
         question: str,
+        covers: str,
         verdicts: Sequence[permissions.Verdict],
         settings: Settings,
         emit: Emit,
     ) -> dict[str, Any]:
         """Ask the question of an `ask`; the `permission` event when allowed, `Denied`
         otherwise. `Allow for this session` allows each asked verdict's shape from now on."""
-        answer, unanswered = await self._ask(name, question, settings, emit)
+        answer, unanswered = await self._ask(name, question, covers, settings, emit)
         if answer == permissions.ANSWER_SESSION:
             for asked in verdicts:
                 if asked.decision == permissions.ASK:
@@ -206,11 +212,13 @@ class Gate:
         self,
         name: str,
         text: str,
+        covers: str,
         settings: Settings,
         emit: Emit,
         choices: Sequence[str] = permissions.ANSWERS,
     ) -> tuple[str | None, str | None]:
-        """Ask the user; the answer, and why there is none when there is none."""
+        """Ask the user; the answer, and why there is none when there is none. `covers` says
+        what `Allow for this session` allows (the event carries it apart, for a chat)."""
         limit = settings.question_timeout
         question = f"q{next(self._questions)}"
         actions = list(choices)
@@ -222,6 +230,7 @@ class Gate:
             text=text,
             actions=actions,
             timeoutSeconds=limit,
+            sessionCovers=covers,
         )
         try:
             answer = await asyncio.wait_for(self.port.ask_user(text, actions), limit)
@@ -239,15 +248,34 @@ class Gate:
 
 
 def _question(name: str, what: str, reason: str, sandboxed: bool) -> str:
-    """The `window/showMessageRequest` text for an `ask`: the whole call, the reason last."""
+    """The `window/showMessageRequest` text for an `ask`: the whole call, the reason last
+    (said once: a command asked only because it would run unsandboxed has no other)."""
     if name == "bash" and not sandboxed:
-        return (
+        warning = (
             f"lsp-agent wants to run {what} UNSANDBOXED: no sandbox is available on this "
-            f"machine, so it could change or read anything you can. ({reason})"
+            "machine, so it could change or read anything you can."
         )
+        if reason.startswith("no sandbox is available"):  # the warning says it already
+            return warning
+        return f"{warning} Asked also because {reason}."
     if name == "bash":
         return f"lsp-agent wants to run {what} in the sandbox. Asked because {reason}."
     return f"lsp-agent wants to use {what}: {reason}."
+
+
+def _covers(name: str, shapes: Sequence[str]) -> str:
+    """What `Allow for this session` allows, said in the question: the rule it adds matches
+    this exact command (or these paths) only."""
+    if name == "bash":
+        return (
+            "“Allow for this session” allows this exact command again until the session ends; "
+            "any other command, even a similar one, is asked."
+        )
+    paths = ", ".join(shapes) or "this file"
+    return (
+        f"“Allow for this session” allows {name} on {paths} again until the session ends; "
+        "other files are asked."
+    )
 
 
 def shown(command: str) -> str:

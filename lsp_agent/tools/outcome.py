@@ -23,10 +23,13 @@ import merge3
 
 from lsp_agent.text import changed_lines, equal_ends, split_lines, unified_diff
 from lsp_agent.tools.rebase import PatienceMatcher
+from lsp_agent.tools.results import HunkFact
 
 ACCEPTED = "accepted"
 REJECTED = "rejected"
 MODIFIED = "modified"
+USER = "user"
+"""Lines the user changed that no hunk proposed (`HunkFact.status`)."""
 
 DIFF_LINES = 20
 """A modified hunk's diff is shown only up to this many lines."""
@@ -135,6 +138,15 @@ class LandingReport:
             "and do not redo hunks the user did not apply unless they ask."
         )
         return "\n".join(lines)
+
+    def facts(self, path: str) -> tuple[HunkFact, ...]:
+        """Each hunk, and each change of the user's beside them, as the editor shows them."""
+        facts = [
+            HunkFact(path, h.numbers, h.status, _what_became(h).split(": ", 1)[0], h.label)
+            for h in self.hunks
+        ]
+        facts += [HunkFact(path, "", USER, _span(o.start, o.end)) for o in self.others]
+        return tuple(facts)
 
     def short(self) -> str:
         """The outcome in a few words (the edit's line in the editor's history)."""
@@ -322,10 +334,34 @@ def _aligned(
             else:
                 first = last = counter + 1
             counter = max(counter, last)
+            beside = _beside(z_part, a_part, b_part)
             if b_part == a_part:
                 status = ACCEPTED
             elif b_part == z_part:
                 status = REJECTED
+            elif beside is not None:
+                # The proposal's change landed whole, and the user wrote lines next to it.
+                at, size, lead = beside
+                outcomes.append(
+                    HunkOutcome(
+                        first,
+                        ACCEPTED,
+                        # Where the hunk's lines would start: its changed lines are at `at`.
+                        ib + at + 1 - lead,
+                        ib + at + size,
+                        "".join(z_part),
+                        "".join(a_part),
+                        "".join(b_part[at : at + size]),
+                        last_number=last if last > first else 0,
+                        label=covered[0].label if len(covered) == 1 else "",
+                    )
+                )
+                if at > 0:
+                    others.append(OtherChange(ib + 1, ib + at))
+                if at + size < len(b_part):
+                    others.append(OtherChange(ib + at + size + 1, bmatch))
+                iz, ia, ib = zend, aend, bend
+                continue
             else:
                 status = MODIFIED
             outcomes.append(
@@ -345,6 +381,27 @@ def _aligned(
             others.append(OtherChange(ib + 1, bmatch))
         iz, ia, ib = zend, aend, bend
     return LandingReport(tuple(outcomes), tuple(others), max(len(hunks), counter))
+
+
+def _beside(
+    base: Sequence[str], ours: Sequence[str], theirs: Sequence[str]
+) -> tuple[int, int, int] | None:
+    """Where the proposal's change sits whole in the landed lines of a region the user also
+    changed next to it: the offset and length of its changed lines there, and how many lines
+    of the region it left as they were before them (those need not be there); None when the
+    user changed the change itself. A removal landed when none of its lines is there any more."""
+    lead, old, new = _core("".join(base), "".join(ours))
+    changed = list(ours[lead : lead + new])
+    removed = list(base[lead : lead + old])
+    if not changed:
+        if not removed or any(line in theirs for line in removed):
+            return None
+        return 0, 0, lead
+    size = len(changed)
+    for at in range(len(theirs) - size + 1):
+        if list(theirs[at : at + size]) == changed:
+            return at, size, lead
+    return None
 
 
 def _covers(hunk: ProposedHunk, start: int, end: int) -> bool:

@@ -29,7 +29,7 @@ from lsp_agent.tools import syntax
 from lsp_agent.tools.outcome import LandingReport, ProposedHunk, hunk_outcomes
 from lsp_agent.tools.reads import Reads
 from lsp_agent.tools.rebase import rebase
-from lsp_agent.tools.results import EditCounts, Landed, ToolResult
+from lsp_agent.tools.results import EditCounts, HunkFact, Landed, ToolResult
 from lsp_agent.tools.workspace import Workspace
 
 REBASE_ATTEMPTS = 3
@@ -229,6 +229,8 @@ class Proposer:
         outcomes: list[str] = []  # each file not applied as proposed, in a few words
         unconfirmed: list[str] = []
         changed: list[Landed] = []
+        facts: list[HunkFact] = []
+        partly: list[tuple[Path, str]] = []
         for item in pinned.planned:
             change = item.change
             landed, confirmed = await self._landed(change)
@@ -251,10 +253,15 @@ class Proposer:
             elif landed.text == change.after:
                 self.reads.saw(change.path, landed, applied=True)
                 diffs.append(unified_diff(item.rel, change.before or "", change.after))
+                if change.before is not None:
+                    exact = hunk_outcomes(change.before, change.after, change.after, item.hunks)
+                    facts.extend(exact.facts(item.rel))
             else:
                 report = self._landed_otherwise(item, landed)
                 told.append(report.message(item.rel))
                 outcomes.append(f"{item.rel}: {report.short()}")
+                facts.extend(report.facts(item.rel))
+                partly.append((change.path, report.short()))
         edits = tuple((item.change.path, True) for item in pinned.planned)
         notes = [f"{note}." for note in pinned.merged]
         if unconfirmed:
@@ -271,6 +278,8 @@ class Proposer:
                 summary=f"{summary} ({'; '.join(outcomes) or 'not all as proposed'})"[:200],
                 edits=edits,
                 landed=tuple(changed),
+                hunks=tuple(facts),
+                outcomes=tuple(partly),
             )
         diff = "".join(diffs)
         return ToolResult(
@@ -279,6 +288,7 @@ class Proposer:
             summary=f"{summary} ({_diff_size(diff)})"[:200],
             edits=edits,
             landed=tuple(changed),
+            hunks=tuple(facts),
         )
 
     async def _landed(self, change: FileChange) -> tuple[Document | None, bool]:

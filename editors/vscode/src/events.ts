@@ -145,6 +145,8 @@ export class TurnWriter {
     private sawText = false;
     /** True once the `status` event was written. */
     private sawStatus = false;
+    /** Files of applied edits that landed otherwise than proposed (the user untick a hunk…). */
+    private partly = 0;
     /** What the turn's model calls used so far. */
     usage: Usage = emptyUsage();
 
@@ -156,6 +158,7 @@ export class TurnWriter {
         this.inText = false;
         this.sawText = false;
         this.sawStatus = false;
+        this.partly = 0;
         this.usage = emptyUsage();
         const lines = prompt.split(/\r?\n/).map((line, i) => (i === 0 ? '## ' : '   ') + line);
         if (where) {
@@ -186,9 +189,10 @@ export class TurnWriter {
             case 'toolResult':
                 return this.line(`  ${event.ok ? '✓' : '✗'} ${shorten(event.summary ?? '', 200)}`.trimEnd());
             case 'edit':
-                return this.line(
-                    `  edit ${displayUri(event.uri, this.root)}: ${event.applied ? 'applied' : 'not applied'}`,
-                );
+                if (event.applied && event.outcome) {
+                    this.partly++;
+                }
+                return this.line(`  edit ${displayUri(event.uri, this.root)}: ${editWords(event)}`);
             case 'permission':
                 return this.line(`  permission for \`${event.name}\`: ${event.decision}`);
             case 'question':
@@ -228,8 +232,9 @@ export class TurnWriter {
         }
         const edits = result.edits;
         if (edits && edits.proposed > 0) {
+            const partly = this.partly > 0 ? ` (${this.partly} not as proposed)` : '';
             out += this.line(
-                `_edits: ${edits.proposed} proposed, ${edits.applied} applied, ${edits.rejected} rejected_`,
+                `_edits: ${edits.proposed} proposed, ${edits.applied} applied${partly}, ${edits.rejected} rejected_`,
             );
         }
         if (this.usage.calls > 0) {
@@ -264,6 +269,41 @@ export class TurnWriter {
         this.inText = false;
         return start + text + '\n';
     }
+}
+
+/** What became of one file of an edit: `applied`, `not applied`, or how it landed otherwise. */
+export function editWords(event: { applied: boolean; outcome?: string }): string {
+    if (!event.applied) {
+        return 'not applied';
+    }
+    return event.outcome ?? 'applied';
+}
+
+/**
+ * A moment as people say it, in local time: `today 14:03`, `yesterday 09:12`, `Mon 10:00` within
+ * the week, `12 Mar` this year, `12 Mar 2024` before. An unreadable time is given as it came.
+ */
+export function friendlyTime(iso: string, now: Date): string {
+    const when = new Date(iso);
+    if (Number.isNaN(when.getTime())) {
+        return iso;
+    }
+    const pad = (n: number): string => String(n).padStart(2, '0');
+    const clock = `${pad(when.getHours())}:${pad(when.getMinutes())}`;
+    const midnight = new Date(now.getFullYear(), now.getMonth(), now.getDate()).getTime();
+    const day = 24 * 60 * 60 * 1000;
+    const months = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
+    if (when.getTime() >= midnight) {
+        return `today ${clock}`;
+    }
+    if (when.getTime() >= midnight - day) {
+        return `yesterday ${clock}`;
+    }
+    if (when.getTime() >= midnight - 6 * day) {
+        return `${['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'][when.getDay()]} ${clock}`;
+    }
+    const date = `${when.getDate()} ${months[when.getMonth()]}`;
+    return when.getFullYear() === now.getFullYear() ? date : `${date} ${when.getFullYear()}`;
 }
 
 /** Seconds as the user says them: 45 s, 2 min, 1 min 30 s. */
@@ -365,7 +405,7 @@ export function stepOf(event: AgentEvent, root?: string): string | undefined {
         case 'toolResult':
             return shorten(`${event.ok ? '✓' : '✗'} ${event.summary ?? event.name}`, 100);
         case 'edit':
-            return `${event.applied ? 'applied' : 'not applied'}: ${displayUri(event.uri, root)}`;
+            return `${editWords(event)}: ${displayUri(event.uri, root)}`;
         case 'permission':
             return `${event.name}: ${event.decision}`;
         case 'compaction':

@@ -31,16 +31,20 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
             }
             return client.protocol2CodeConverter.asWorkspaceEdit(edit);
         },
+        sent: async (uri, version) => server?.sentVersion(uri, version),
     });
+    review.chatFocus = () => chat?.inputFocus;
     server = new Server(context, log, {
         onEvent: (event) => turns?.onEvent(event),
         onApplyEdit: (params, token) => review.handle(params, token),
         onQuestion: (params, token) => questions.handle(params, token),
+        onCommand: (command, args) => turns?.runCommand(command, args),
         onStateChange: (state, message) => {
             output.setServer(state, message);
             chat?.setServer(state, message);
             if (state === 'running') {
                 void turns?.refreshStatus();
+                turns?.serverRunning(); // prompts that waited for it go now
             } else {
                 // What the server was waiting for went with its connection.
                 questions.closeAll('the server stopped');
@@ -55,7 +59,12 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         [output, chat],
         review,
         questions,
-        (status, session) => output.setStatus(status, session),
+        (status, session) => {
+            output.setStatus(status, session);
+            if (status) {
+                chat?.setModel(status.model);
+            }
+        },
         (count) => output.setRunning(count),
     );
     const agent = turns;
@@ -86,6 +95,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     register('lsp-agent.openChat', () => conversation.show());
     register('lsp-agent.openChatInEditor', () => conversation.openInEditor());
     register('lsp-agent.undoTurn', () => conversation.undo());
+    register('lsp-agent.chooseModel', () => conversation.chooseModel());
+    register('lsp-agent.showReview', () => review.reveal());
+    register('lsp-agent.editSelection', () => agent.editSelection());
     context.subscriptions.push(output, conversation, review, questions, server, log);
 
     if (workspaceRoot()) {

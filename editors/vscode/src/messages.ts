@@ -96,9 +96,9 @@ export function describeStartFailure(failure: StartFailure): { message: string; 
         command.source === 'setting'
             ? 'Fix lspAgent.server.command, or clear it to use lsp-agent from PATH.'
             : missingModule
-              ? `Install lsp-agent (pip install lsp-agent) for ${command.command}, ` +
+              ? `Install lsp-agent from a clone of its repository (pip install /path/to/lsp-agent) for ${command.command}, ` +
                 'or set lspAgent.server.command to the lsp-agent you installed.'
-              : 'Install lsp-agent (pip install lsp-agent), or set lspAgent.server.command to its full path.';
+              : 'Install lsp-agent from a clone of its repository (pipx install /path/to/lsp-agent), or set lspAgent.server.command to its full path.';
     const message = `LSP Agent could not start its server. Tried ${line} (${why}): ${outcome}. ${fix}`;
     const detail = [
         `command: ${line} (${command.source})`,

@@ -60,6 +60,26 @@ export const SERVER_SETTINGS = [
 
 export type ServerSetting = (typeof SERVER_SETTINGS)[number];
 
+/**
+ * Settings a workspace's `.vscode/settings.json` must never set: where the key goes, what the
+ * model may do unasked, what runs as the server. A cloned repository could otherwise send the
+ * API key elsewhere or loosen the walls. `package.json` declares them `application` (the server
+ * command `machine`), so VS Code ignores a workspace's values; the extension reads them from the
+ * user's settings only, whatever a workspace file holds.
+ */
+export const USER_ONLY_SETTINGS = [
+    'baseUrl',
+    'apiKey',
+    'provider',
+    'permissions',
+    'mode',
+    'server.command',
+    'mcpServers',
+    'commandMemoryMB',
+    'commandFileMB',
+    'commandDiskMB',
+] as const;
+
 export interface Position {
     line: number;
     character: number;
@@ -75,7 +95,27 @@ export interface AskArguments {
     session?: string;
     uri?: string;
     range?: Range;
-    mode?: 'review' | 'auto';
+    /** `ask`: an answer without changes (the model is offered no edit or command). */
+    mode?: 'review' | 'auto' | 'ask';
+}
+
+/** What `lspAgent.models` answers: the endpoint's models and the one in effect. */
+export interface ModelsResult {
+    models: string[];
+    current: string | null;
+    baseUrl: string;
+    provider: string;
+}
+
+/** What became of one hunk of an applied edit (`toolResult.hunks`, the history's tool items). */
+export interface HunkFact {
+    path: string;
+    /** `hunk 2`, `hunks 2-3`; empty for lines the user changed beside the edit. */
+    hunk: string;
+    status: 'accepted' | 'rejected' | 'modified' | 'user' | string;
+    /** What it does, in the file's lines now: `replaced line 4`; `line 6` for the user's. */
+    what: string;
+    label?: string;
 }
 
 export type TurnStatus = 'completed' | 'cancelled' | 'failed' | 'max_turns';
@@ -124,6 +164,8 @@ export interface HistoryItem {
     permission?: { decision?: string; reason?: string; scope?: string } | null;
     state?: string;
     answer?: string | null;
+    hunks?: HunkFact[];
+    mode?: string;
     path?: string;
     applied?: boolean;
     undoable?: boolean;
@@ -131,6 +173,8 @@ export interface HistoryItem {
     before?: number;
     after?: number;
     undid?: number;
+    /** A rewind: every turn it undid. */
+    turns?: number[];
     files?: string[];
     inputTokens?: number;
     cachedTokens?: number;
@@ -144,6 +188,8 @@ export interface HistoryItem {
 /** What `lspAgent.undoTurn` answers. */
 export interface UndoResult {
     turn: number;
+    /** A rewind: every turn it undid. */
+    turns?: number[];
     files: string[];
     proposed: boolean;
     applied: boolean;
@@ -177,6 +223,8 @@ export interface QuestionEvent extends EventBase {
     text: string;
     actions?: string[];
     timeoutSeconds?: number;
+    /** What `Allow for this session` allows. */
+    sessionCovers?: string;
     answer?: string | null;
 }
 
@@ -198,6 +246,8 @@ export interface StartEvent extends EventBase {
     continuing?: boolean;
     turns?: number;
     message?: string;
+    /** `ask` for a turn in ask mode. */
+    mode?: string;
 }
 
 /** The steps of a turn that carry nothing beyond their kind's fields. */
@@ -205,8 +255,9 @@ export type StepEvent = EventBase &
     (
         | { kind: 'text'; text: string }
         | { kind: 'tool'; name: string; args?: unknown }
-        | { kind: 'toolResult'; name: string; ok: boolean; summary?: string; result?: string }
-        | { kind: 'edit'; uri: string; applied: boolean }
+        | { kind: 'toolResult'; name: string; ok: boolean; summary?: string; result?: string; hunks?: HunkFact[] }
+        /** `outcome`: an edit that landed otherwise than proposed, in a few words. */
+        | { kind: 'edit'; uri: string; applied: boolean; outcome?: string }
         | { kind: 'permission'; name: string; decision: string; asked?: boolean; reason?: string; scope?: string }
         | { kind: 'compaction'; strategy: string; before?: number; after?: number; phase?: string }
         | { kind: 'status'; status: TurnStatus | string; error?: string }

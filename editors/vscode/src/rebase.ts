@@ -55,6 +55,59 @@ export function rebase(base: string, proposed: string, current: string, context 
     return { text: out.join('') };
 }
 
+/** What `rebaseBeside` makes: the proposal on the user's text, and what it could not carry. */
+export interface Beside {
+    text: string;
+    /** Changes of the proposal left out: the user changed those very lines (1-based, theirs). */
+    superseded: number[];
+}
+
+/**
+ * Move `proposed` onto `current` for a review the user is looking at, when `rebase` refuses
+ * (the user changed lines next to the proposal's). Every change of the user's is kept as it is:
+ * a proposal's change beside one goes in next to it, and one on the very lines the user changed
+ * is left out (`superseded`), so the review never shows the user's own text as removed. The
+ * user sees the result and decides on it; the server's own merge never places an edit this way.
+ */
+export function rebaseBeside(base: string, proposed: string, current: string): Beside {
+    const lines = splitLinesKeepEnds(base);
+    const ours = splitLinesKeepEnds(proposed);
+    const theirs = splitLinesKeepEnds(current);
+    const yours = diffLines(lines, theirs);
+    const superseded: number[] = [];
+    const mine = diffLines(lines, ours).filter((change) => {
+        const typed = yours.find((t) => overlaps(change, t));
+        if (typed) {
+            superseded.push(typed.bStart + 1);
+        }
+        return typed === undefined;
+    });
+    // At one place: the user's inserted lines first, then the proposal's.
+    const hunks: Array<{ hunk: Hunk; from: string[]; order: number }> = [
+        ...yours.map((hunk) => ({ hunk, from: theirs, order: 0 })),
+        ...mine.map((hunk) => ({ hunk, from: ours, order: 1 })),
+    ];
+    hunks.sort((x, y) => x.hunk.aStart - y.hunk.aStart || x.hunk.aEnd - y.hunk.aEnd || x.order - y.order);
+    const out: string[] = [];
+    let cursor = 0;
+    for (const { hunk, from } of hunks) {
+        out.push(...lines.slice(cursor, hunk.aStart), ...from.slice(hunk.bStart, hunk.bEnd));
+        cursor = Math.max(cursor, hunk.aEnd);
+    }
+    out.push(...lines.slice(cursor));
+    return { text: out.join(''), superseded };
+}
+
+/** Whether two changes of the same base touch the same lines (one inside the other's, too). */
+function overlaps(a: Hunk, b: Hunk): boolean {
+    const insideA = (at: number): boolean => a.aStart < at && at < a.aEnd;
+    const insideB = (at: number): boolean => b.aStart < at && at < b.aEnd;
+    if (a.aStart === a.aEnd || b.aStart === b.aEnd) {
+        return (a.aStart === a.aEnd && insideB(a.aStart)) || (b.aStart === b.aEnd && insideA(b.aStart));
+    }
+    return a.aStart < b.aEnd && b.aStart < a.aEnd;
+}
+
 /** One file of an edit the user decided on after its file had moved on. */
 export interface DecidedFile {
     uri: string;

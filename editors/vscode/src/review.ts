@@ -23,7 +23,7 @@ import { reviewMode } from './common/settings';
 import { applyTextEdits, diffTextEdits, TextEdit } from './edits';
 import { reopenedMessage } from './messages';
 import { notify } from './notify';
-import { Decided, rebase, sameDecision } from './rebase';
+import { Decided, rebase, rebaseBeside, sameDecision } from './rebase';
 
 export const PROPOSED_SCHEME = 'lsp-agent-proposed';
 const ORIGINAL_SCHEME = 'lsp-agent-original';
@@ -50,8 +50,16 @@ interface FileChange {
     base: string;
     /** The agent's proposal applied to `base` (without the user's retouches of the proposed side). */
     agent: string;
-    /** The line of a change of the user's the proposal cannot follow (too close to its own). */
+    /**
+     * The line of a change of the user's next to the proposal's, which the server's merge
+     * would refuse: the proposed side shows both (`rebaseBeside`), and an accepted edit is
+     * applied here as shown.
+     */
     conflict?: number;
+    /** Lines (the user's) where a change of the proposal was left out: the user changed them. */
+    superseded?: number[];
+    /** What the review last put on the proposed side (the user retouched it when it differs). */
+    shown?: string;
     proposedUri: vscode.Uri;
     originalUri: vscode.Uri;
 }
@@ -85,6 +93,8 @@ export interface ReviewShown {
 export interface ReviewClient {
     /** The edit as VS Code's type, converted by the client (for `refactorPreview`). */
     toCode(edit: LspWorkspaceEdit): Promise<vscode.WorkspaceEdit>;
+    /** Resolves once the server has been sent the document at `version` (its `didChange`). */
+    sent(uri: string, version: number): Promise<void>;
 }
 
 export class Review implements vscode.Disposable {
@@ -101,6 +111,9 @@ export class Review implements vscode.Disposable {
     private readonly opened = new vscode.EventEmitter<ReviewShown | undefined>();
     /** Fires the edit under review when its review opens, undefined when it closes. */
     readonly onDidChangeReview = this.opened.event;
+
+    /** Where the chat's input has the keyboard: its side bar view, its editor tab, or neither. */
+    chatFocus: () => 'view' | 'panel' | undefined = () => undefined;
 
     constructor(private readonly client: ReviewClient) {
         this.disposables.push(
@@ -153,6 +166,33 @@ export class Review implements vscode.Disposable {
             traceError('applying the edit failed', error);
             const message = error instanceof Error ? error.message : String(error);
             return { applied: false, failureReason: `VS Code failed to apply the edit: ${message}` };
+        }
+    }
+
+    /**
+     * A change the user asked for themselves (a code block applied from the chat), reviewed
+     * like the agent's and applied on Accept. Resolves whether it was applied.
+     */
+    async propose(uri: vscode.Uri, proposed: string, label: string): Promise<boolean> {
+        const document = await vscode.workspace.openTextDocument(uri);
+        const annotation = 'lsp-agent.apply';
+        const params: ApplyWorkspaceEditParams = {
+            label,
+            edit: {
+                documentChanges: [
+                    {
+                        textDocument: { uri: uri.toString(), version: document.version },
+                        edits: diffTextEdits(document.getText(), proposed).map((edit) => ({ ...edit, annotationId: annotation })),
+                    },
+                ],
+                changeAnnotations: { [annotation]: { label, needsConfirmation: true } },
+            },
+        };
+        const source = new vscode.CancellationTokenSource();
+        try {
+            return (await this.handle(params, source.token)).applied;
+        } finally {
+            source.dispose();
         }
     }
 
@@ -360,6 +400,7 @@ export class Review implements vscode.Disposable {
         const changes = fileChanges(operations);
         for (const change of changes) {
             this.proposedFiles.put(change.proposedUri, change.proposed);
+            change.shown = change.proposed;
         }
         const pending = new Pending(params.label, changes, operations, this.proposedFiles, (message) =>
             this.reviewing.fire(message),
@@ -374,7 +415,7 @@ export class Review implements vscode.Disposable {
         try {
             await setReviewing(changes.length);
             this.reviewing.fire(`review ${shortLabel(params.label)}: Accept Edit or Reject Edit`);
-            await pending.show();
+            await pending.show(this.chatFocus());
             decision = await pending.decided;
             await pending.followed();
             if (decision.accept) {
@@ -400,6 +441,13 @@ export class Review implements vscode.Disposable {
         const pinned = moved.some((change) => typeof change.version === 'number');
         const conflict = moved.some((change) => change.conflict !== undefined);
         const dismissed = decision.dismissed === true || token.isCancellationRequested;
+        if (conflict && finals && !dismissed) {
+            // The user typed next to the agent's change and accepted what the review showed:
+            // the server's merge would refuse it, so it is applied here, as shown. The server
+            // reads what landed and tells the agent, hunk by hunk, with the user's lines theirs.
+            traceInfo(`${moved.map((change) => change.label).join(', ')}: accepted beside the user's typing; applied as shown`);
+            return this.apply(operations, finals);
+        }
         if (moved.length > 0 && !dismissed && (pinned || conflict || !finals)) {
             return this.decidedOnMovedFiles(changes, moved, decision, finals);
         }
@@ -501,6 +549,14 @@ export class Review implements vscode.Disposable {
                 }
             }
         }
+        // The answer goes after the buffers' new versions: the server judges what landed from
+        // them (an edit applied onto the user's typing has no version of its own to wait for).
+        for (const change of changes) {
+            const document = openDocument(change.uri);
+            if (document) {
+                await this.client.sent(document.uri.toString(), document.version);
+            }
+        }
         for (const change of changes) {
             if (change.remove) {
                 continue;
@@ -560,25 +616,47 @@ class Pending {
         for (let attempt = 0; attempt < 3 && !this.done; attempt++) {
             const current = await currentText(change.uri);
             if (current === undefined || current === change.base) {
-                this.setConflict(change, undefined);
                 return;
             }
             const side = proposedSideText(change, this.proposedFiles);
-            const merged = rebase(change.base, side, current);
-            const agent = rebase(change.base, change.agent, current);
-            if ('conflict' in merged) {
-                this.setConflict(change, merged.conflict.line);
-                return;
+            // Until the user types next to the agent's change, the proposal moves with their text
+            // as the server's merge would move it.
+            const merged = change.conflict === undefined ? rebase(change.base, side, current) : undefined;
+            const agent = change.conflict === undefined ? rebase(change.base, change.agent, current) : undefined;
+            let text: string;
+            let agentText: string;
+            let beside: { line: number; superseded: number[] } | undefined;
+            if (merged && agent && 'text' in merged && 'text' in agent) {
+                text = merged.text;
+                agentText = agent.text;
+            } else {
+                // Next to it: both are shown, the user's lines as theirs (never as removed), and
+                // the edit is applied here as shown. Each keystroke is placed afresh from the
+                // agent's own proposal (a half-typed line must not swallow the agent's change);
+                // a proposed side the user retouched keeps their retouches.
+                const retouched = change.shown !== undefined && side !== change.shown;
+                const shown = retouched ? rebaseBeside(change.base, side, current) : rebaseBeside(change.before, change.proposed, current);
+                text = shown.text;
+                agentText = rebaseBeside(change.before, change.proposed, current).text;
+                const line = merged && 'conflict' in merged ? merged.conflict.line : agent && 'conflict' in agent ? agent.conflict.line : 0;
+                beside = { line, superseded: shown.superseded };
             }
-            if ('conflict' in agent) {
-                this.setConflict(change, agent.conflict.line);
-                return;
-            }
-            if (await this.replaceProposedSide(change, side, merged.text)) {
+            if (await this.replaceProposedSide(change, side, text)) {
                 change.base = current;
-                change.agent = agent.text;
-                this.setConflict(change, undefined);
-                this.say(`${change.label} changed: the proposal now applies to your text. Accept Edit or Reject Edit`);
+                change.agent = agentText;
+                change.shown = text;
+                if (beside) {
+                    change.superseded = beside.superseded;
+                    this.setConflict(change, beside.line);
+                }
+                const kept = (change.superseded ?? []).map((at) => `line ${at}`).join(', ');
+                this.say(
+                    kept
+                        ? `${change.label}: you changed the lines the agent changes (${kept}); the proposal keeps yours. Accept Edit applies what it shows`
+                        : change.conflict !== undefined
+                          ? `${change.label} changed next to the agent's change: the proposal keeps your lines. Accept Edit applies what it shows`
+                          : `${change.label} changed: the proposal now applies to your text. Accept Edit or Reject Edit`,
+                );
                 return;
             }
             // The proposed side changed under us (the user typed there too): read both again.
@@ -602,19 +680,12 @@ class Pending {
         return vscode.workspace.applyEdit(edit);
     }
 
-    private setConflict(change: FileChange, line: number | undefined): void {
-        const was = change.conflict;
-        change.conflict = line;
-        if (line !== undefined && was === undefined) {
-            const where = line > 0 ? ` (line ${line})` : '';
-            this.say(`${change.label}: you changed lines next to the agent's change; Accept Edit sends it back to the agent`);
-            void notify(
-                'warning',
-                `LSP Agent: you changed ${change.label} next to the agent's change${where}, so the review cannot show ` +
-                    `the proposal on your text. Accept Edit sends the edit back to the agent to redo on your text; ` +
-                    `Reject Edit drops it.`,
-            );
-        }
+    /**
+     * Once the user typed next to the agent's change, the edit can no longer go back to the
+     * server to be merged again: it is applied as the review shows it (kept for the rest of it).
+     */
+    private setConflict(change: FileChange, line: number): void {
+        change.conflict ??= line;
     }
 
     decide(decision: Decision): void {
@@ -624,12 +695,24 @@ class Pending {
         }
     }
 
-    async show(): Promise<void> {
+    /**
+     * Open the diffs without taking the keyboard: what the user types goes on going where it
+     * went (the chat's input, or their file, whose review then follows the typing). With the
+     * focus in the chat's side bar view the diffs open in the active editor group; else beside
+     * it, so that the chat's tab, or an editor the user may be typing in, stays in sight. They move to a diff deliberately:
+     * Review in the chat, Review Next File, or a click.
+     */
+    async show(chat: 'view' | 'panel' | undefined): Promise<void> {
+        // Beside: the chat in an editor tab has the keyboard, or a file the user may be typing in.
+        const typing = vscode.window.visibleTextEditors.some((editor) => editor.document.uri.scheme === 'file');
+        const beside = chat === 'panel' || (chat === undefined && typing);
+        let column: vscode.ViewColumn | undefined = beside ? vscode.ViewColumn.Beside : undefined;
         for (const change of this.changes) {
-            await this.open(change);
+            await this.open(change, false, column);
+            column = this.column() ?? column; // the other files' diffs beside the first one
         }
         if (this.changes.length > 1 && this.changes[0]) {
-            await this.open(this.changes[0]);
+            await this.open(this.changes[0], false, column);
         }
         const renames = this.operations.filter((op) => op.kind === 'rename');
         if (renames.length > 0) {
@@ -649,7 +732,7 @@ class Pending {
     async reveal(): Promise<void> {
         const first = this.changes[0];
         if (first) {
-            await this.open(first);
+            await this.open(first, true, this.column());
         }
     }
 
@@ -660,7 +743,7 @@ class Pending {
         );
         const next = this.changes[(index + 1) % this.changes.length];
         if (next) {
-            await this.open(next);
+            await this.open(next, true, this.column());
         }
     }
 
@@ -686,12 +769,23 @@ class Pending {
         }
     }
 
-    private async open(change: FileChange): Promise<void> {
+    /** Show the diff of `change`; `focus`: the user asked for it (else the keyboard stays put). */
+    private async open(change: FileChange, focus: boolean, column?: vscode.ViewColumn): Promise<void> {
         const original = change.existed ? change.uri : change.originalUri;
         const title = `${path.basename(change.uri.path)} ↔ proposed (lsp-agent)`;
         await vscode.commands.executeCommand('vscode.diff', original, change.proposedUri, title, {
             preview: false,
+            preserveFocus: !focus,
+            viewColumn: column,
         } satisfies vscode.TextDocumentShowOptions);
+    }
+
+    /** The editor column the edit's diffs are in, once one is open. */
+    private column(): vscode.ViewColumn | undefined {
+        const proposed = new Set(this.changes.map((change) => change.proposedUri.toString()));
+        return vscode.window.tabGroups.all.find((group) =>
+            group.tabs.some((tab) => tab.input instanceof vscode.TabInputTextDiff && proposed.has(tab.input.modified.toString())),
+        )?.viewColumn;
     }
 
     private tabs(): vscode.Tab[] {

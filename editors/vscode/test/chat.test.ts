@@ -2,7 +2,10 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { PromptHistory } from '../src/chat/input';
 import { createMarkdown, MARKDOWN_OPTIONS, settledLength } from '../src/chat/markdown';
-import { ChatItem, ChatModel, editOutcome, splitContextFiles, withContextFiles } from '../src/chat/model';
+import { errorActions } from '../src/chat/actions';
+import { placeCode } from '../src/chat/apply';
+import { ChatItem, ChatModel, editOutcome, proposalDiff, splitContext, withContext } from '../src/chat/model';
+import { classColors, parseJsonc, styleOf } from '../src/chat/tokens';
 import type { AgentEvent, HistoryItem } from '../src/protocol';
 
 const ROOT = '/work/project';
@@ -198,6 +201,80 @@ describe('ChatModel', () => {
         );
     });
 
+    it('ends every card of a stopped turn in its real state, live and after a reload', () => {
+        const model = new ChatModel(ROOT);
+        model.load('s1', []);
+        model.beginTurn('say bye');
+        const base = { session: 's1', turn: 1 };
+        model.event({ ...base, kind: 'tool', name: 'read_file', args: { path: 'a.py' } });
+        model.event({ ...base, kind: 'toolResult', name: 'read_file', ok: true, summary: 'read a.py' });
+        model.event({ ...base, kind: 'tool', name: 'edit_file', args: { path: 'a.py', old: 'x', new: 'y' } });
+        model.setReview({ label: 'a.py', files: ['a.py'] });
+        model.event({ ...base, kind: 'tool', name: 'bash', args: { command: 'sleep 9' } });
+        model.endTurn({ status: 'cancelled' });
+        const states = model.items.filter((item) => item.kind === 'tool' || item.kind === 'edit').map((item) => ('state' in item ? item.state : ''));
+        assert.deepEqual(states, ['done', 'stopped', 'stopped']);
+        const restored = new ChatModel(ROOT);
+        restored.load('s1', [
+            { type: 'prompt', turn: 1, text: 'say bye' },
+            { type: 'tool', turn: 1, id: 'c1', name: 'edit_file', args: { path: 'a.py' } },
+            { type: 'status', turn: 1, status: 'cancelled' },
+        ]);
+        const edit = restored.items.find((item) => item.kind === 'edit');
+        assert.ok(edit?.kind === 'edit');
+        assert.equal(edit.state, 'stopped');
+    });
+
+    it("reads each hunk from the server's facts, the user's own lines as theirs", () => {
+        const model = new ChatModel(ROOT);
+        model.load('s1', [
+            { type: 'prompt', turn: 1, text: 'double the workers', mode: 'ask' },
+            {
+                type: 'tool',
+                turn: 1,
+                id: 'c1',
+                name: 'edit_file',
+                args: { path: 'limits.py', old: 'WORKERS = 4', new: 'WORKERS = 8' },
+                ok: true,
+                summary: 'applied limits.py (applied; the user also changed other lines)',
+                result: 'the editor applied the edit, but not all of it as proposed: …',
+                hunks: [
+                    { path: 'limits.py', hunk: 'hunk 1', status: 'accepted', what: 'replaced line 5' },
+                    { path: 'limits.py', hunk: '', status: 'user', what: 'line 4' },
+                ],
+            },
+            { type: 'status', turn: 1, status: 'completed' },
+        ]);
+        const edit = model.items.find((item) => item.kind === 'edit');
+        assert.ok(edit?.kind === 'edit');
+        assert.equal(edit.state, 'applied');
+        assert.deepEqual(edit.hunks, [
+            { label: 'hunk 1 · replaced line 5', status: 'accepted' },
+            { label: 'line 4', status: 'user' },
+        ]);
+        assert.equal(edit.proposal, '--- a/limits.py\n+++ b/limits.py\n@@\n-WORKERS = 4\n+WORKERS = 8');
+        const prompt = model.items.find((item) => item.kind === 'prompt');
+        assert.ok(prompt?.kind === 'prompt');
+        assert.equal(prompt.mode, 'ask');
+    });
+
+    it('offers a rewind on the prompts whose turns (or later ones) changed files, and marks them undone', () => {
+        const model = new ChatModel(ROOT);
+        model.load('s1', [...historyTurn(1), ...historyTurn(2)]);
+        const prompts = (): boolean[] => model.items.filter((item) => item.kind === 'prompt').map((item) => item.kind === 'prompt' && item.rewind);
+        assert.deepEqual(prompts(), [true, true]);
+        assert.deepEqual(model.rewindable(1), [1, 2]);
+        const change = model.setUndo(1, 'done', ['hello.py'], [1, 2]);
+        assert.ok(change.upsert.some((item) => item.kind === 'note' && item.text === 'Rewound to before turn 1 (turns 1, 2 undone): hello.py'));
+        assert.deepEqual(prompts(), [false, false]);
+        const again = new ChatModel(ROOT);
+        again.load('s1', [...historyTurn(1), ...historyTurn(2), { type: 'undo', turn: 2, undid: 1, turns: [1, 2], files: ['hello.py'] }]);
+        assert.deepEqual(
+            again.items.filter((item) => item.kind === 'status').map((item) => item.kind === 'status' && item.undo),
+            ['done', 'done'],
+        );
+    });
+
     it('ignores history items it does not know', () => {
         const model = new ChatModel(ROOT);
         model.load('s1', [{ type: 'prompt', turn: 1, text: 'hi' }, { type: 'telepathy', turn: 1 }]);
@@ -261,17 +338,124 @@ describe('editOutcome', () => {
     });
 });
 
-describe('context files', () => {
-    it('go along with the prompt and come back as chips', () => {
-        const prompt = withContextFiles('explain this', ['src/a.py', 'docs/b c.md']);
+describe('context', () => {
+    it('goes along with the prompt and comes back as chips', () => {
+        const prompt = withContext('explain this', { files: ['src/a.py', 'docs/b c.md'], problems: [] });
         assert.equal(prompt, 'explain this\n\nFiles the user added as context (read them): `src/a.py`, `docs/b c.md`');
-        assert.deepEqual(splitContextFiles(prompt), { text: 'explain this', files: ['src/a.py', 'docs/b c.md'] });
-        assert.equal(withContextFiles('hi', []), 'hi');
+        assert.deepEqual(splitContext(prompt), { text: 'explain this', files: ['src/a.py', 'docs/b c.md'], problems: [] });
+        assert.equal(withContext('hi', { files: [], problems: [] }), 'hi');
     });
 
-    it('leave a prompt alone that only mentions the words', () => {
+    it('carries problems, one line each, before the files', () => {
+        const added = { files: ['a.py'], problems: ['a.py:3:5 error: x is not defined (pyflakes)'] };
+        const prompt = withContext('fix it', added);
+        assert.equal(
+            prompt,
+            'fix it\n\nProblems the user added as context:\n- a.py:3:5 error: x is not defined (pyflakes)\n\n' +
+                'Files the user added as context (read them): `a.py`',
+        );
+        assert.deepEqual(splitContext(prompt), { text: 'fix it', ...added });
+    });
+
+    it('leaves a prompt alone that only mentions the words', () => {
         const prompt = 'Files the user added as context (read them): are listed where?';
-        assert.deepEqual(splitContextFiles(prompt), { text: prompt, files: [] });
+        assert.deepEqual(splitContext(prompt), { text: prompt, files: [], problems: [] });
+    });
+});
+
+describe('errorActions', () => {
+    const known = ['lspAgent.model', 'lspAgent.baseUrl', 'lspAgent.server.command'];
+
+    it('offers the model picker and the setting for a missing model, and Retry', () => {
+        const actions = errorActions('no model configured: set lspAgent.model in the editor settings', known);
+        assert.deepEqual(
+            actions.map((action) => [action.id, action.label, action.setting]),
+            [
+                ['chooseModel', 'Choose Model', undefined],
+                ['openSetting', 'Open Settings', 'lspAgent.model'],
+                ['retry', 'Retry', undefined],
+            ],
+        );
+    });
+
+    it('leads to the endpoint setting when it cannot be reached, and to the key when refused', () => {
+        const down = errorActions('cannot reach http://127.0.0.1:9/v1: connection refused', known);
+        assert.deepEqual(down.map((action) => action.setting ?? action.id), ['lspAgent.baseUrl', 'retry']);
+        const refused = errorActions('the endpoint refused the API key (HTTP 401)', known, false);
+        assert.deepEqual(refused.map((action) => action.id), ['setApiKey']);
+    });
+});
+
+describe('proposalDiff', () => {
+    it('shows what an edit proposes before anything lands', () => {
+        assert.equal(
+            proposalDiff('edit_file', { path: 'a.py', old: 'a\nx = 1\nb\nc\nd\ne\n', new: 'a\nx = 2\nb\nc\nd\nE\n' }),
+            '--- a/a.py\n+++ b/a.py\n@@\n a\n-x = 1\n+x = 2\n b\n@@\n d\n-e\n+E',
+        );
+        assert.equal(proposalDiff('write_file', { path: 'n.py', content: 'hi\n' }), '--- /dev/null\n+++ b/n.py\n@@\n+hi');
+        assert.equal(proposalDiff('read_file', { path: 'a.py' }), undefined);
+    });
+});
+
+describe('placeCode', () => {
+    const file = 'import os\n\ndef add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n';
+
+    it('replaces the selection', () => {
+        const start = file.indexOf('a - b');
+        assert.deepEqual(placeCode(file, 'a + b', { start, end: start + 5 }), { text: file.replace('a - b', 'a + b'), where: 'selection' });
+    });
+
+    it('rewrites the lines the block is a new version of, found by its first and last lines', () => {
+        const code = 'def add(a, b):\n    """Add."""\n    return a - b\n';
+        const placed = placeCode(file, code, { start: 0, end: 0 });
+        assert.equal(placed.where, 'lines');
+        assert.equal(placed.text, file.replace('def add(a, b):\n', 'def add(a, b):\n    """Add."""\n'));
+    });
+
+    it('rewrites the block its first line opens when its last line is new', () => {
+        const code = 'def add(a, b):\n    return a + b\n';
+        assert.deepEqual(placeCode(file, code, { start: 0, end: 0 }), { text: file.replace('return a - b\n\n\ndef sub', 'return a + b\n\n\ndef sub'), where: 'lines' });
+        const braces = 'function f() {\n  return 1;\n}\n\nf();\n';
+        assert.equal(placeCode(braces, 'function f() {\n  return 2;\n  // two\n}', { start: 0, end: 0 }).text, 'function f() {\n  return 2;\n  // two\n}\n\nf();\n');
+    });
+
+    it('goes at the cursor, on lines of its own, when it matches no lines', () => {
+        const at = file.indexOf('\n\ndef add');
+        const placed = placeCode(file, 'X = 1\n', { start: at, end: at });
+        assert.equal(placed.where, 'cursor');
+        assert.equal(placed.text, file.replace('import os\n', 'import os\nX = 1\n'));
+    });
+});
+
+describe('token colours', () => {
+    const rules = parseJsonc(`{
+        // the theme's rules, with comments and a trailing comma
+        "tokenColors": [
+            { "scope": "keyword", "settings": { "foreground": "#569cd6" } },
+            { "scope": ["keyword.control", "keyword.other.x"], "settings": { "foreground": "#c586c0" } },
+            { "scope": "string, string.quoted", "settings": { "foreground": "#ce9178" } },
+            { "scope": "meta.embedded entity.name", "settings": { "foreground": "#ff0000" } },
+            { "scope": "comment", "settings": { "foreground": "#6a9955", "fontStyle": "italic" } },
+        ],
+    }`) as { tokenColors: Array<{ scope: string | string[]; settings: { foreground?: string; fontStyle?: string } }> };
+
+    it('reads a theme file as VS Code does: comments and trailing commas go, strings stay whole', () => {
+        assert.deepEqual(parseJsonc('{ "a": "http://x/*y*/", // note\n "b": [1, 2,], /* c */ }'), { a: 'http://x/*y*/', b: [1, 2] });
+    });
+
+    it('picks the most specific matching selector, as VS Code does', () => {
+        assert.deepEqual(styleOf(rules.tokenColors, 'keyword.control.flow'), { foreground: '#c586c0' });
+        assert.deepEqual(styleOf(rules.tokenColors, 'keyword.operator'), { foreground: '#569cd6' });
+        assert.deepEqual(styleOf(rules.tokenColors, 'entity.name.function'), {});
+    });
+
+    it('gives each highlight.js class its scope\'s colour', () => {
+        const { colors, styles } = classColors(rules.tokenColors);
+        assert.equal(colors.keyword, '#569cd6');
+        assert.equal(colors.string, '#ce9178');
+        assert.equal(colors.comment, '#6a9955');
+        assert.equal(styles.comment, 'italic');
+        assert.equal(colors['title.function'], undefined);
     });
 });
 

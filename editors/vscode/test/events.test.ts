@@ -8,6 +8,7 @@ import {
     emptyUsage,
     formatDuration,
     formatTokens,
+    friendlyTime,
     OneAtATime,
     statusBarText,
     stepOf,
@@ -70,6 +71,16 @@ describe('TurnWriter', () => {
                 '',
             ].join('\n'),
         );
+    });
+
+    it('says an edit landed otherwise than proposed as the chat does, and counts it', () => {
+        const writer = new TurnWriter('/work');
+        let out = writer.begin('tune it');
+        out += run(writer, [{ kind: 'edit', uri: 'file:///work/limits.py', applied: true, outcome: '1 of 2 hunks applied' }]);
+        out += writer.finish(result({ edits: { proposed: 1, applied: 1, rejected: 0 } }));
+        assert.match(out, /\n {2}edit limits\.py: 1 of 2 hunks applied\n/);
+        assert.match(out, /_edits: 1 proposed, 1 applied \(1 not as proposed\), 0 rejected_/);
+        assert.equal(stepOf({ ...base, kind: 'edit', uri: 'file:///work/limits.py', applied: true, outcome: '1 of 2 hunks applied' }, '/work'), '1 of 2 hunks applied: limits.py');
     });
 
     it('writes a streamed code block exactly as the model wrote it, whatever the chunks', () => {
@@ -257,5 +268,19 @@ describe('OneAtATime', () => {
         stream.note('!');
         stream.end(3);
         assert.equal(out, 'abBcC!');
+    });
+});
+
+describe('friendlyTime', () => {
+    const now = new Date(2025, 5, 11, 15, 30); // a Wednesday afternoon, local time
+    const at = (...parts: [number, number, number, number, number]): string => new Date(...parts).toISOString();
+
+    it('says a moment as people say it, without ISO digits', () => {
+        assert.equal(friendlyTime(at(2025, 5, 11, 9, 5), now), 'today 09:05');
+        assert.equal(friendlyTime(at(2025, 5, 10, 23, 59), now), 'yesterday 23:59');
+        assert.equal(friendlyTime(at(2025, 5, 6, 8, 0), now), 'Fri 08:00');
+        assert.equal(friendlyTime(at(2025, 2, 12, 8, 0), now), '12 Mar');
+        assert.equal(friendlyTime(at(2024, 2, 12, 8, 0), now), '12 Mar 2024');
+        assert.equal(friendlyTime('soon', now), 'soon');
     });
 });

@@ -1,6 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { readFileSync } from 'node:fs';
+import * as path from 'node:path';
 import { commandLine, describeStartFailure, lastLine, reopenedMessage, settingsNamed } from '../src/messages';
+import { USER_ONLY_SETTINGS } from '../src/protocol';
 
 const known = ['lspAgent.model', 'lspAgent.baseUrl', 'lspAgent.server.command', 'lspAgent.trace.server'];
 
@@ -33,7 +36,7 @@ describe('describeStartFailure', () => {
             message,
             'LSP Agent could not start its server. Tried python3 -m lsp_agent serve (lsp-agent is not on the PATH VS Code sees, ' +
                 'so the Python fallback): it exited with code 1: /usr/bin/python3: No module named lsp_agent. ' +
-                'Install lsp-agent (pip install lsp-agent) for python3, or set lspAgent.server.command to the lsp-agent you installed.',
+                'Install lsp-agent from a clone of its repository (pip install /path/to/lsp-agent) for python3, or set lspAgent.server.command to the lsp-agent you installed.',
         );
         assert.match(detail, /PATH: \/usr\/bin:\/bin/);
         assert.match(detail, /stderr:\n\/usr\/bin\/python3: No module named lsp_agent/);
@@ -61,5 +64,26 @@ describe('describeStartFailure', () => {
 describe('reopenedMessage', () => {
     it('says why the review is back', () => {
         assert.match(reopenedMessage(['hello.py']), /hello\.py is back for review: it changed while you reviewed/);
+    });
+});
+
+describe('package.json', () => {
+    it('keeps the settings a workspace must not set out of its reach', () => {
+        // The bundled test runs from out/test/.
+        const packageJson: unknown = JSON.parse(readFileSync(path.join(__dirname, '..', '..', 'package.json'), 'utf8'));
+        const properties = (packageJson as { contributes: { configuration: { properties: Record<string, { scope?: string }> } } })
+            .contributes.configuration.properties;
+        for (const key of USER_ONLY_SETTINGS) {
+            const declared = properties[`lspAgent.${key}`];
+            if (declared === undefined) {
+                continue; // the API key is not a setting (secret storage)
+            }
+            // Machine settings (a program, this machine's limits) are the user's too: a
+            // workspace's settings file cannot hold them.
+            const perMachine = ['server.command', 'commandMemoryMB', 'commandFileMB', 'commandDiskMB'];
+            const expected = perMachine.includes(key) ? 'machine' : 'application';
+            assert.equal(declared.scope, expected, `lspAgent.${key}`);
+        }
+        assert.equal(properties['lspAgent.apiKey'], undefined);
     });
 });

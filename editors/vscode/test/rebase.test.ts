@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { Decided, rebase, sameDecision } from '../src/rebase';
+import { Decided, rebase, rebaseBeside, sameDecision } from '../src/rebase';
 
 const text = (...lines: string[]): string => lines.map((line) => line + '\n').join('');
 const numbered = (count: number): string[] => Array.from({ length: count }, (_, i) => `line ${i + 1}`);
@@ -86,5 +86,32 @@ describe('sameDecision', () => {
             ]),
             false,
         );
+    });
+});
+
+describe('rebaseBeside', () => {
+    const base = 'PORT = 8000\nTIMEOUT = 30\nWORKERS = 4\nBACKLOG = 128\n';
+    const proposed = base.replace('WORKERS = 4', 'WORKERS = 8');
+
+    it('keeps a line the user typed right next to the change, and the change', () => {
+        const current = base.replace('WORKERS = 4\n', '# tuned\nWORKERS = 4\n');
+        assert.ok('conflict' in rebase(base, proposed, current));
+        assert.deepEqual(rebaseBeside(base, proposed, current), {
+            text: base.replace('WORKERS = 4\n', '# tuned\nWORKERS = 8\n'),
+            superseded: [],
+        });
+        const below = base.replace('WORKERS = 4\n', 'WORKERS = 4\n# tuned\n');
+        assert.equal(rebaseBeside(base, proposed, below).text, base.replace('WORKERS = 4\n', 'WORKERS = 8\n# tuned\n'));
+    });
+
+    it("leaves out a change on the very line the user changed: the user's text stays", () => {
+        const current = base.replace('WORKERS = 4', 'WORKERS = 16');
+        assert.deepEqual(rebaseBeside(base, proposed, current), { text: current, superseded: [3] });
+    });
+
+    it('keeps both when both insert at one place, the user\'s lines first', () => {
+        const adding = base.replace('BACKLOG', 'QUEUE = 1\nBACKLOG');
+        const current = base.replace('BACKLOG', '# mine\nBACKLOG');
+        assert.equal(rebaseBeside(base, adding, current).text, base.replace('BACKLOG', '# mine\nQUEUE = 1\nBACKLOG'));
     });
 });

@@ -2,8 +2,8 @@
  * The chat's Markdown: markdown-it with raw HTML off (the model's text is never markup), links
  * limited to what markdown-it validates (no `javascript:`), images left as links (nothing is
  * fetched), and fenced code highlighted by
- * highlight.js (its core, with the languages registered here), each block with Copy and Insert
- * buttons. Bundled into the webview: nothing is fetched. Pure: also runs under Node's tests.
+ * highlight.js (its core, with the languages registered here), each block with Copy, Insert and
+ * Apply buttons. Bundled into the webview: nothing is fetched. Pure: also runs under Node's tests.
  */
 import hljs from 'highlight.js/lib/core';
 import bash from 'highlight.js/lib/languages/bash';
@@ -82,13 +82,21 @@ export function createMarkdown(): MarkdownIt.MarkdownIt {
             body = escape(code);
         }
         const label = language ? escape(language) : 'text';
+        // A diff is read, not put in a file: it gets Copy only.
+        const into =
+            language === 'diff'
+                ? ''
+                : `<button class="icon-button" data-action="insert" title="Insert at Cursor" aria-label="Insert the ${label} code at the cursor">` +
+                  `<i class="codicon codicon-insert" aria-hidden="true"></i></button>` +
+                  `<button class="icon-button" data-action="apply" data-language="${label}" title="Apply to the File (reviewed as an edit)" aria-label="Apply the ${label} code to the file">` +
+                  `<i class="codicon codicon-git-pull-request-go-to-changes" aria-hidden="true"></i></button>`;
         return (
             `<div class="code-block" data-language="${label}">` +
             `<div class="code-toolbar"><span class="code-language">${label}</span>` +
             `<button class="icon-button" data-action="copy" title="Copy" aria-label="Copy the ${label} code">` +
             `<i class="codicon codicon-copy" aria-hidden="true"></i></button>` +
-            `<button class="icon-button" data-action="insert" title="Insert at Cursor" aria-label="Insert the ${label} code at the cursor">` +
-            `<i class="codicon codicon-insert" aria-hidden="true"></i></button></div>` +
+            into +
+            `</div>` +
             `<pre><code class="hljs${language ? ` language-${label}` : ''}">${body}</code></pre></div>\n`
         );
     };

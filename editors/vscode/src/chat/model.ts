@@ -6,8 +6,9 @@
  *
  * Pure: no VS Code API. Each change returns what to draw again (`Change`).
  */
+import { diffLines } from '../edits';
 import { addUsage, describeArguments, displayUri, emptyUsage, Usage } from '../events';
-import type { AgentEvent, HistoryItem, QuestionState } from '../protocol';
+import type { AgentEvent, HistoryItem, HunkFact, QuestionState } from '../protocol';
 
 /** Tools whose calls propose edits: they show as edit cards. */
 export const EDIT_TOOLS: readonly string[] = ['edit_file', 'write_file', 'apply_patch'];
@@ -20,9 +21,18 @@ export interface SelectionRef {
 }
 
 export interface HunkOutcome {
-    /** `hunk 1 · lines 3-4` */
+    /** `hunk 1 · replaced lines 3-4`; for the user's own lines, where they are (`line 6`). */
     label: string;
-    status: 'accepted' | 'rejected' | 'modified';
+    /** `user`: lines the user changed beside the edit (theirs, not the agent's). */
+    status: 'accepted' | 'rejected' | 'modified' | 'user';
+}
+
+/** A way out of an error or a failed turn, as a button. */
+export interface ChatAction {
+    id: 'retry' | 'openSetting' | 'chooseModel' | 'setApiKey' | 'showLog' | 'restartServer';
+    label: string;
+    /** For `openSetting`: the setting's full name. */
+    setting?: string;
 }
 
 export interface FileOutcome {
@@ -48,7 +58,13 @@ export interface PromptItem extends Base {
     text: string;
     /** Files added as context with `#`. */
     files: string[];
+    /** Problems added as context with `#problems`, one line each. */
+    problems: string[];
     selection?: SelectionRef;
+    /** Asked in ask mode: an answer without changes. */
+    mode?: 'ask';
+    /** Whether the files can be rewound to before this prompt (a later turn's edits landed). */
+    rewind: boolean;
 }
 
 export interface AnswerItem extends Base {
@@ -64,7 +80,8 @@ export interface ToolItem extends Base {
     args: unknown;
     /** The arguments in one short line. */
     line: string;
-    state: 'running' | 'done' | 'failed';
+    /** `stopped`: its turn was stopped before it finished. */
+    state: 'running' | 'done' | 'failed' | 'stopped';
     summary?: string;
     /** The text the model got. */
     result?: string;
@@ -77,7 +94,8 @@ export interface EditItem extends Base {
     name: string;
     args: unknown;
     line: string;
-    state: 'running' | 'review' | 'applied' | 'partial' | 'rejected' | 'failed';
+    /** `stopped`: its turn was stopped before the edit was decided. */
+    state: 'running' | 'review' | 'applied' | 'partial' | 'rejected' | 'failed' | 'stopped';
     summary?: string;
     result?: string;
     permission?: string;
@@ -85,6 +103,8 @@ export interface EditItem extends Base {
     hunks: HunkOutcome[];
     /** The diff of what landed, from the result. */
     diff?: string;
+    /** The diff the agent proposed, from its arguments (what Details shows before it landed). */
+    proposal?: string;
     review?: ReviewRef;
 }
 
@@ -98,12 +118,15 @@ export interface QuestionItem extends Base {
     state: QuestionState | 'answering';
     answer?: string | null;
     timeoutSeconds?: number;
+    /** What `Allow for this session` allows. */
+    covers?: string;
 }
 
 export interface NoteItem extends Base {
     kind: 'note';
     text: string;
     tone: 'info' | 'warning' | 'error';
+    actions?: ChatAction[];
 }
 
 export interface StatusItem extends Base {
@@ -113,6 +136,8 @@ export interface StatusItem extends Base {
     usage?: Usage;
     /** Whether the turn's edits can be undone from here. */
     undo: 'none' | 'available' | 'running' | 'done';
+    /** For a failed turn: the ways out (Retry, Open Settings, Choose Model…). */
+    actions?: ChatAction[];
 }
 
 /** A review that belongs to no edit card (an undo's). */
@@ -139,27 +164,88 @@ export interface Summary {
 }
 
 const CONTEXT_FILES_LEAD = 'Files the user added as context (read them):';
+const CONTEXT_PROBLEMS_LEAD = 'Problems the user added as context:';
 
-/** The prompt as sent: what the user typed, then the files they added with `#`. */
-export function withContextFiles(text: string, files: readonly string[]): string {
-    if (files.length === 0) {
-        return text;
-    }
-    return `${text}\n\n${CONTEXT_FILES_LEAD} ${files.map((file) => `\`${file}\``).join(', ')}`;
+/** What the user added to a prompt with `#`: files (paths) and problems (one line each). */
+export interface AddedContext {
+    files: readonly string[];
+    problems: readonly string[];
 }
 
-/** The inverse of `withContextFiles`: what the user typed, and the files. */
-export function splitContextFiles(prompt: string): { text: string; files: string[] } {
-    const at = prompt.lastIndexOf(`\n\n${CONTEXT_FILES_LEAD} `);
-    if (at < 0) {
-        return { text: prompt, files: [] };
+/** The prompt as sent: what the user typed, then the problems and the files they added with `#`. */
+export function withContext(text: string, added: AddedContext): string {
+    let prompt = text;
+    if (added.problems.length > 0) {
+        prompt += `\n\n${CONTEXT_PROBLEMS_LEAD}\n${added.problems.map((line) => `- ${line}`).join('\n')}`;
     }
-    const tail = prompt.slice(at + CONTEXT_FILES_LEAD.length + 3);
-    const files = [...tail.matchAll(/`([^`]+)`/g)].map((match) => match[1] as string);
-    if (files.length === 0 || tail.replace(/`[^`]+`(, )?/g, '') !== '') {
-        return { text: prompt, files: [] };
+    if (added.files.length > 0) {
+        prompt += `\n\n${CONTEXT_FILES_LEAD} ${added.files.map((file) => `\`${file}\``).join(', ')}`;
     }
-    return { text: prompt.slice(0, at), files };
+    return prompt;
+}
+
+/** The inverse of `withContext`: what the user typed, and what they added. */
+export function splitContext(prompt: string): { text: string; files: string[]; problems: string[] } {
+    let text = prompt;
+    let files: string[] = [];
+    const at = text.lastIndexOf(`\n\n${CONTEXT_FILES_LEAD} `);
+    if (at >= 0) {
+        const tail = text.slice(at + CONTEXT_FILES_LEAD.length + 3);
+        const found = [...tail.matchAll(/`([^`]+)`/g)].map((match) => match[1] as string);
+        if (found.length > 0 && tail.replace(/`[^`]+`(, )?/g, '') === '') {
+            files = found;
+            text = text.slice(0, at);
+        }
+    }
+    let problems: string[] = [];
+    const from = text.lastIndexOf(`\n\n${CONTEXT_PROBLEMS_LEAD}\n`);
+    if (from >= 0) {
+        const lines = text.slice(from + CONTEXT_PROBLEMS_LEAD.length + 3).split('\n');
+        if (lines.length > 0 && lines.every((line) => line.startsWith('- '))) {
+            problems = lines.map((line) => line.slice(2));
+            text = text.slice(0, from);
+        }
+    }
+    return { text, files, problems };
+}
+
+/**
+ * The change an edit tool call proposes, as a diff to show before (or instead of) what landed:
+ * `edit_file`'s old and new text, `apply_patch`'s patch, `write_file`'s new file.
+ */
+export function proposalDiff(name: string, args: unknown): string | undefined {
+    if (!args || typeof args !== 'object') {
+        return undefined;
+    }
+    const record = args as Record<string, unknown>;
+    const path = typeof record.path === 'string' ? record.path : 'file';
+    if (name === 'edit_file' && typeof record.old === 'string' && typeof record.new === 'string') {
+        return [`--- a/${path}`, `+++ b/${path}`, ...lineDiff(record.old, record.new)].join('\n');
+    }
+    if (name === 'write_file' && typeof record.content === 'string') {
+        return [`--- /dev/null`, `+++ b/${path}`, ...lineDiff('', record.content)].join('\n');
+    }
+    if (name === 'apply_patch' && typeof record.patch === 'string') {
+        return record.patch.replace(/\n+$/, '');
+    }
+    return undefined;
+}
+
+/** The changed lines of `before` → `after`, each run with a line of context either side. */
+function lineDiff(before: string, after: string): string[] {
+    const split = (text: string): string[] => (text === '' ? [] : text.replace(/\n$/, '').split('\n'));
+    const a = split(before);
+    const b = split(after);
+    const out: string[] = [];
+    for (const hunk of diffLines(a, b)) {
+        const from = Math.max(0, hunk.aStart - 1);
+        const to = Math.min(a.length, hunk.aEnd + 1);
+        out.push('@@', ...a.slice(from, hunk.aStart).map((line) => ' ' + line));
+        out.push(...a.slice(hunk.aStart, hunk.aEnd).map((line) => '-' + line));
+        out.push(...b.slice(hunk.bStart, hunk.bEnd).map((line) => '+' + line));
+        out.push(...a.slice(hunk.aEnd, to).map((line) => ' ' + line));
+    }
+    return out;
 }
 
 /** `hello.py:3-5` */
@@ -178,10 +264,26 @@ export function selectionLabel(selection: SelectionRef): string {
 export function editOutcome(
     result: string | undefined,
     ok: boolean | undefined,
+    facts?: readonly HunkFact[],
 ): { state: EditItem['state']; hunks: HunkOutcome[]; diff?: string } {
     const text = result ?? '';
     if (ok === false) {
         return { state: /the user rejected/.test(text) ? 'rejected' : 'failed', hunks: [] };
+    }
+    const start = text.search(/^--- /m);
+    const landedDiff = start >= 0 ? text.slice(start).replace(/\n+$/, '') : undefined;
+    if (facts && facts.length > 0) {
+        // What the server says of each hunk (older servers: read from the text below).
+        const several = new Set(facts.map((fact) => fact.path)).size > 1;
+        const hunks = facts.map((fact): HunkOutcome => {
+            const where = several ? `${fact.path} · ` : '';
+            const status = (['accepted', 'rejected', 'modified', 'user'] as const).find((known) => known === fact.status) ?? 'modified';
+            const label = status === 'user' ? where + fact.what : where + [fact.hunk, fact.label, fact.what].filter(Boolean).join(' · ');
+            return { label, status };
+        });
+        const agents = hunks.filter((hunk) => hunk.status !== 'user');
+        const whole = agents.every((hunk) => hunk.status === 'accepted');
+        return { state: whole ? 'applied' : 'partial', hunks, diff: landedDiff };
     }
     const hunks: HunkOutcome[] = [];
     // `- hunk 2 (starting 'x = 1'): replacing line 4: not applied by the user (…)`
@@ -199,8 +301,7 @@ export function editOutcome(
         const kept = hunks.filter((hunk) => hunk.status === 'accepted').length;
         return { state: kept === hunks.length ? 'applied' : 'partial', hunks };
     }
-    const start = text.search(/^--- /m);
-    const diff = start >= 0 ? text.slice(start).replace(/\n+$/, '') : undefined;
+    const diff = landedDiff;
     for (const where of changedLines(diff ?? '')) {
         hunks.push({ label: `hunk ${hunks.length + 1} · ${where}`, status: 'accepted' });
     }
@@ -276,8 +377,11 @@ function compactionText(strategy: string | undefined, before: number | undefined
     return `Context compacted (${strategy ?? 'compact'})${figures}`;
 }
 
-function undoText(turn: number | undefined, files: readonly string[] | undefined): string {
+function undoText(turn: number | undefined, files: readonly string[] | undefined, turns?: readonly number[]): string {
     const list = files && files.length > 0 ? `: ${files.join(', ')}` : '';
+    if (turns && turns.length > 0) {
+        return `Rewound to before turn ${turn ?? turns[0]} (turns ${turns.join(', ')} undone)${list}`;
+    }
     return `Turn ${turn ?? '?'} undone${list}`;
 }
 
@@ -293,9 +397,10 @@ export class ChatModel {
     /** Usage read from the history, waiting for its turn's status. */
     private heldUsage = new Map<number, Usage>();
     private context: { tokens?: number; window?: number } = {};
-    /** Turns undone, and turns whose undo runs now. */
+    /** Turns undone, and turns whose undo runs now (a rewind's: to before that turn). */
     private undone = new Set<number>();
     private undoing = new Set<number>();
+    private rewinding = new Set<number>();
     /** A review that came with no edit card to carry it. */
     private looseReview: ReviewItem | undefined;
 
@@ -310,6 +415,7 @@ export class ChatModel {
         this.heldUsage.clear();
         this.undone.clear();
         this.undoing.clear();
+        this.rewinding.clear();
         this.looseReview = undefined;
         this.context = {};
         for (const item of history) {
@@ -354,13 +460,13 @@ export class ChatModel {
         return this.live !== undefined;
     }
 
-    /** A turn starts (from the chat or a palette command): its prompt. */
-    beginTurn(prompt: string, selection?: SelectionRef): Change {
+    /** A turn starts (from the chat, the palette, a code action, another client): its prompt. */
+    beginTurn(prompt: string, selection?: SelectionRef, mode?: 'ask'): Change {
         this.live = { turn: this.lastTurn() + 1, usage: emptyUsage() };
-        const { text, files } = splitContextFiles(prompt);
-        const item = this.add<PromptItem>({ kind: 'prompt', turn: this.live.turn, text, files, selection });
+        const { text, files, problems } = splitContext(prompt);
+        const item = this.add<PromptItem>({ kind: 'prompt', turn: this.live.turn, text, files, problems, selection, mode, rewind: false });
         this.title ??= text;
-        return { upsert: [item], remove: [] };
+        return { upsert: [item, ...this.refreshUndo()], remove: [] };
     }
 
     /** The session's last turn still runs (the history was read meanwhile): follow its events. */
@@ -419,7 +525,7 @@ export class ChatModel {
                 const tool = live.tool;
                 live.tool = undefined;
                 if (tool) {
-                    this.settleTool(tool, event.ok, event.summary, event.result);
+                    this.settleTool(tool, event.ok, event.summary, event.result, event.hunks);
                     change.upsert.push(tool);
                 }
                 break;
@@ -478,14 +584,36 @@ export class ChatModel {
         if (!turnItems.some((item) => item.kind === 'status')) {
             change.upsert.push(this.status(live.turn, outcome.status, outcome.error, live.usage));
         }
+        change.upsert.push(...this.settle(live.turn));
+        this.live = undefined;
+        change.upsert.push(...this.refreshUndo());
+        return change;
+    }
+
+    /**
+     * The turn has ended: what was still under way in it ends too, in its real state — a
+     * question the server no longer waits for is withdrawn, a tool call that never reported
+     * stopped, an edit never decided stopped (applied when a file of it landed).
+     */
+    private settle(turn: number): ChatItem[] {
+        const settled: ChatItem[] = [];
         for (const item of this.items) {
-            if (item.kind === 'question' && item.turn === live.turn && (item.state === 'open' || item.state === 'answering')) {
+            if (item.turn !== turn) {
+                continue;
+            }
+            if (item.kind === 'question' && (item.state === 'open' || item.state === 'answering')) {
                 item.state = 'withdrawn';
-                change.upsert.push(item);
+                settled.push(item);
+            } else if (item.kind === 'tool' && item.state === 'running') {
+                item.state = 'stopped';
+                settled.push(item);
+            } else if (item.kind === 'edit' && (item.state === 'running' || item.state === 'review')) {
+                item.state = item.files.some((file) => file.applied) ? 'applied' : 'stopped';
+                item.review = undefined;
+                settled.push(item);
             }
         }
-        this.live = undefined;
-        return change;
+        return settled;
     }
 
     /** A note of the extension's (an error, an undo that was refused). */
@@ -529,24 +657,38 @@ export class ChatModel {
             change.upsert.push(tool);
         } else {
             const undoing = [...this.undoing];
-            const title = undoing.length > 0 ? `Undo of turn ${undoing.join(', ')}: ${review.label}` : review.label;
+            const rewinding = [...this.rewinding];
+            const title =
+                rewinding.length > 0
+                    ? `Rewind to before turn ${rewinding.join(', ')}: ${review.label}`
+                    : undoing.length > 0
+                      ? `Undo of turn ${undoing.join(', ')}: ${review.label}`
+                      : review.label;
             this.looseReview = this.add<ReviewItem>({ kind: 'review', turn: this.lastTurn(), title, review });
             change.upsert.push(this.looseReview);
         }
         return change;
     }
 
-    /** An undo of `turn` was asked for (`running`), or ended (`done` when it was applied). */
-    setUndo(turn: number, state: 'running' | 'done' | 'failed', files?: string[]): Change {
+    /**
+     * An undo of `turn` was asked for (`running`), or ended (`done` when it was applied);
+     * `turns`: a rewind to before `turn`, which undid all of them.
+     */
+    setUndo(turn: number, state: 'running' | 'done' | 'failed', files?: string[], turns?: number[], rewind = false): Change {
         const change: Change = { upsert: [], remove: [] };
+        const all = turns && turns.length > 0 ? turns : [turn];
         if (state === 'running') {
             this.undoing.add(turn);
+            if (rewind) {
+                this.rewinding.add(turn);
+            }
         } else {
             this.undoing.delete(turn);
+            this.rewinding.delete(turn);
         }
         if (state === 'done') {
-            this.undone.add(turn);
-            change.upsert.push(this.note(this.lastTurn(), undoText(turn, files), 'info'));
+            all.forEach((undid) => this.undone.add(undid));
+            change.upsert.push(this.note(this.lastTurn(), undoText(turn, files, turns), 'info'));
         }
         change.upsert.push(...this.refreshUndo());
         return change;
@@ -558,15 +700,33 @@ export class ChatModel {
         return turns[turns.length - 1]?.turn;
     }
 
+    /** The turns a rewind to before `turn`'s prompt would undo (turns from it with edits left). */
+    rewindable(turn: number): number[] {
+        return this.items
+            .filter((item): item is StatusItem => item.kind === 'status' && item.turn >= turn && item.undo === 'available')
+            .map((item) => item.turn);
+    }
+
+    /** The ways out of a failed turn, on its status line. */
+    setActions(key: number, actions: ChatAction[]): Change {
+        const item = this.items.find((i) => i.key === key);
+        if (item?.kind !== 'status' && item?.kind !== 'note') {
+            return { upsert: [], remove: [] };
+        }
+        item.actions = actions;
+        return { upsert: [item], remove: [] };
+    }
+
     private fromHistory(item: HistoryItem): void {
         const turn = item.turn;
         switch (item.type) {
             case 'prompt': {
-                const { text, files } = splitContextFiles(item.text ?? '');
+                const { text, files, problems } = splitContext(item.text ?? '');
                 const selection = item.selection
                     ? { path: item.selection.path, startLine: item.selection.startLine || undefined, endLine: item.selection.endLine || undefined }
                     : undefined;
-                this.add<PromptItem>({ kind: 'prompt', turn, text, files, selection });
+                const mode = item.mode === 'ask' ? 'ask' : undefined;
+                this.add<PromptItem>({ kind: 'prompt', turn, text, files, problems, selection, mode, rewind: false });
                 break;
             }
             case 'answer':
@@ -575,7 +735,7 @@ export class ChatModel {
             case 'tool': {
                 const tool = this.toolItem(turn, item.name ?? '?', item.args, 'running');
                 tool.permission = permissionText(item.permission);
-                this.settleTool(tool, item.ok ?? undefined, item.summary ?? undefined, item.result);
+                this.settleTool(tool, item.ok ?? undefined, item.summary ?? undefined, item.result, item.hunks);
                 break;
             }
             case 'question':
@@ -603,7 +763,8 @@ export class ChatModel {
                 if (typeof item.undid === 'number') {
                     this.undone.add(item.undid);
                 }
-                this.note(turn, undoText(item.undid, item.files), 'info');
+                (item.turns ?? []).forEach((undid) => this.undone.add(undid));
+                this.note(turn, undoText(item.undid, item.files, item.turns), 'info');
                 break;
             case 'usage': {
                 const usage: Usage = {
@@ -621,6 +782,9 @@ export class ChatModel {
             case 'status':
                 this.status(turn, item.status ?? 'completed', item.error ?? undefined, this.heldUsage.get(turn));
                 this.heldUsage.delete(turn);
+                if (item.status === 'cancelled') {
+                    this.settle(turn);
+                }
                 break;
             default:
                 break; // an item of a newer server: not shown
@@ -630,16 +794,25 @@ export class ChatModel {
     private toolItem(turn: number, name: string, args: unknown, state: 'running'): ToolItem | EditItem {
         const line = describeArguments(args);
         if (EDIT_TOOLS.includes(name)) {
-            return this.add<EditItem>({ kind: 'edit', turn, name, args, line, state, files: [], hunks: [] });
+            return this.add<EditItem>({ kind: 'edit', turn, name, args, line, state, files: [], hunks: [], proposal: proposalDiff(name, args) });
         }
         return this.add<ToolItem>({ kind: 'tool', turn, name, args, line, state });
     }
 
-    private settleTool(tool: ToolItem | EditItem, ok: boolean | undefined, summary: string | undefined, result: string | undefined): void {
+    private settleTool(
+        tool: ToolItem | EditItem,
+        ok: boolean | undefined,
+        summary: string | undefined,
+        result: string | undefined,
+        facts?: readonly HunkFact[],
+    ): void {
         tool.summary = summary;
         tool.result = result;
+        if (ok === undefined && result === undefined) {
+            return; // it never reported (its turn was stopped): it stays as it was until its turn ends
+        }
         if (tool.kind === 'edit') {
-            const outcome = editOutcome(result, ok);
+            const outcome = editOutcome(result, ok, facts);
             tool.state = outcome.state;
             tool.hunks = outcome.hunks;
             tool.diff = outcome.diff;
@@ -668,6 +841,7 @@ export class ChatModel {
             state: event.state,
             answer: event.answer,
             timeoutSeconds: event.timeoutSeconds,
+            covers: event.sessionCovers,
         });
     }
 
@@ -697,14 +871,24 @@ export class ChatModel {
         return changed ? 'available' : 'none';
     }
 
-    /** Each status item's undo state again; the ones that changed. */
-    private refreshUndo(): StatusItem[] {
-        const changed: StatusItem[] = [];
+    /** Each status item's undo state again, and each prompt's rewind; the ones that changed. */
+    private refreshUndo(): ChatItem[] {
+        const changed: ChatItem[] = [];
         for (const item of this.items) {
             if (item.kind === 'status') {
                 const undo = this.undoState(item.turn);
                 if (undo !== item.undo) {
                     item.undo = undo;
+                    changed.push(item);
+                }
+            }
+        }
+        const running = this.live !== undefined || this.undoing.size > 0;
+        for (const item of this.items) {
+            if (item.kind === 'prompt') {
+                const rewind = !running && this.rewindable(item.turn).length > 0;
+                if (rewind !== item.rewind) {
+                    item.rewind = rewind;
                     changed.push(item);
                 }
             }

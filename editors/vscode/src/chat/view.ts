@@ -2,44 +2,45 @@
  * The chat view: a webview in its own activity-bar container (and, on demand, in an editor tab)
  * that shows the conversation of the session the next Ask continues, and takes the next prompt.
  *
- * It is one more view of the turns (`TurnView`): a turn asked from the palette shows here as
- * well as one asked here. The conversation itself comes from the server (`lspAgent.history`)
- * whenever the session changes or the window reloads, then follows the turn's events. Edits are
- * still reviewed in the diff editor (`Review`) and questions answered through the
- * `window/showMessageRequest` the extension holds (`Questions`): the chat's buttons decide them.
+ * It is one more view of the turns (`TurnView`): every turn shows here as it runs, wherever it
+ * was asked. The conversation itself comes from the server (`lspAgent.history`) whenever the
+ * session changes or the window reloads, then follows the turn's events. Edits are reviewed in
+ * the diff editor (`Review`) and questions answered through the `window/showMessageRequest` the
+ * extension holds (`Questions`): the chat's buttons decide them. What the next prompt carries
+ * besides its text is `PromptContext`'s; the model picker is `models.ts`'s.
  */
-import { randomBytes } from 'node:crypto';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { ExecuteCommandRequest } from 'vscode-languageclient/node';
-import { traceError } from '../common/log';
+import { createLog, traceError } from '../common/log';
 import type { Server, ServerState } from '../common/server';
+import { chooseModel, configuredModel } from '../models';
+import { contributedSettings, openSetting } from '../notify';
 import { AgentEvent, AskResult, HISTORY, HistoryItem, SESSIONS, SessionInfo, STATUS, Status, UNDO_TURN, UndoResult } from '../protocol';
 import type { Questions } from '../questions';
 import type { Review } from '../review';
-import type { Turn, Turns, TurnView } from '../turns';
-import { Change, ChatItem, ChatModel, SelectionRef, withContextFiles } from './model';
+import { onDidChangeTokenColors, themeTokenColors } from '../theme';
+import type { AskOptions, Turn, Turns, TurnView } from '../turns';
+import { errorActions } from './actions';
+import { placeCode } from './apply';
+import { PromptContext } from './context';
+import { page } from './page';
+import { Change, ChatAction, ChatItem, ChatModel, PromptItem, splitContext, withContext } from './model';
 import type { ChatState, FromWebview, ToWebview } from './wire';
 
 export const CHAT_VIEW = 'lspAgent.chat';
 export const CHAT_PANEL = 'lspAgent.chatPanel';
 const SESSION_KEY = 'lspAgent.chat.session';
 const PROMPTS_KEY = 'lspAgent.chat.prompts';
+const MODE_KEY = 'lspAgent.chat.mode';
 const PROMPTS_KEPT = 100;
-/** Files the `#` picker lists at most. */
-const FILES_LISTED = 5000;
-
-/** The active editor's file and selection, as the next prompt would send it. */
-interface EditorContext {
-    ref: SelectionRef;
-    uri: string;
-    range?: { start: { line: number; character: number }; end: { line: number; character: number } };
-}
+const SERVER_COMMAND_KEY = 'lspAgent.server.command';
 
 export class ChatView implements TurnView, vscode.WebviewViewProvider, vscode.WebviewPanelSerializer, vscode.Disposable {
     private readonly model: ChatModel;
     private readonly webviews = new Set<vscode.Webview>();
     private readonly disposables: vscode.Disposable[] = [];
+    private readonly prompt: PromptContext;
     private turns: Turns | undefined;
     private view: vscode.WebviewView | undefined;
     private panel: vscode.WebviewPanel | undefined;
@@ -48,11 +49,12 @@ export class ChatView implements TurnView, vscode.WebviewViewProvider, vscode.We
     /** Whether the model holds the session `Turns` continues (else it loads when a view opens). */
     private loaded = false;
     private loading: Promise<void> | undefined;
-    /** Files added with `#` for the next prompt (relative paths). */
-    private files: string[] = [];
-    private editor: vscode.TextEditor | undefined;
     private offline: string | undefined;
+    /** The model in effect, as the server last said (the header's picker shows it). */
+    private currentModel: string | undefined = configuredModel();
     private lastState = '';
+    /** Whether the chat's input has the keyboard. */
+    private focused = false;
     /** How much of each streaming answer the webviews have: the rest goes as `append`. */
     private readonly sentText = new Map<number, number>();
 
@@ -64,8 +66,9 @@ export class ChatView implements TurnView, vscode.WebviewViewProvider, vscode.We
         private readonly root: string | undefined,
     ) {
         this.model = new ChatModel(root);
-        this.editor = fileEditor(vscode.window.activeTextEditor);
+        this.prompt = new PromptContext(() => this.pushState());
         this.disposables.push(
+            this.prompt,
             vscode.window.registerWebviewViewProvider(CHAT_VIEW, this),
             vscode.window.registerWebviewPanelSerializer(CHAT_PANEL, this),
             review.onDidChangeReview((shown) => {
@@ -74,23 +77,7 @@ export class ChatView implements TurnView, vscode.WebviewViewProvider, vscode.We
                     this.announce(`An edit of ${shown.files.join(', ') || shown.label} waits for your review: Accept or Reject.`);
                 }
             }),
-            vscode.window.onDidChangeActiveTextEditor((editor) => {
-                // The chat in an editor tab, the output, a review's proposed side: the file the
-                // user was in stays the context.
-                this.editor = fileEditor(editor) ?? (this.editor && vscode.window.visibleTextEditors.includes(this.editor) ? this.editor : undefined);
-                this.pushState();
-            }),
-            vscode.window.onDidChangeTextEditorSelection((change) => {
-                if (change.textEditor === this.editor) {
-                    this.pushState();
-                }
-            }),
-            vscode.window.onDidChangeVisibleTextEditors((editors) => {
-                if (this.editor && !editors.includes(this.editor)) {
-                    this.editor = undefined;
-                    this.pushState();
-                }
-            }),
+            onDidChangeTokenColors(() => void this.sendTokenColors()),
         );
     }
 
@@ -101,7 +88,18 @@ export class ChatView implements TurnView, vscode.WebviewViewProvider, vscode.We
         if (saved && turns.currentSession === undefined) {
             turns.select(saved);
         }
-        this.disposables.push(turns.onDidChangeSession((session) => this.sessionChanged(session)));
+        this.disposables.push(
+            turns.onDidChangeSession((session) => this.sessionChanged(session)),
+            turns.onDidChangeQueue(() => this.pushState()),
+        );
+    }
+
+    /** Where the chat's input has the keyboard, if it has (a review then opens without taking it). */
+    get inputFocus(): 'view' | 'panel' | undefined {
+        if (!this.focused) {
+            return undefined;
+        }
+        return this.panel?.active === true ? 'panel' : this.view?.visible === true ? 'view' : undefined;
     }
 
     /** Whether a question of `session` is in sight in the conversation. */
@@ -144,14 +142,33 @@ export class ChatView implements TurnView, vscode.WebviewViewProvider, vscode.We
         });
     }
 
-    /** The server's state: when it is not running, the input says so. */
+    /** The server's state: when it is not running, the input says so, with the ways out. */
     setServer(state: ServerState, message?: string): void {
         this.offline = state === 'failed' ? (message ?? 'The server is not running.') : undefined;
         this.pushState();
     }
 
-    /** Undo `turn` of the session shown (undefined: its last turn with edits), through the review. */
-    async undo(turn?: number): Promise<void> {
+    /** The model in effect, from the server's status. */
+    setModel(model: string | null | undefined): void {
+        this.currentModel = model ?? undefined;
+        this.pushState();
+    }
+
+    /** The model picker (the header's button, Choose Model in an error). */
+    async chooseModel(): Promise<void> {
+        const model = await chooseModel(this.server);
+        if (model) {
+            this.setModel(model);
+            vscode.window.setStatusBarMessage(`$(hubot) LSP Agent: the next turn uses ${model}`, 5000);
+        }
+        this.post({ type: 'focus' });
+    }
+
+    /**
+     * Undo `turn` of the session shown (undefined: its last turn with edits), through the
+     * review; `rewind`: that turn and every later one, the files as before its prompt.
+     */
+    async undo(turn?: number, rewind = false): Promise<void> {
         const session = this.model.session ?? this.turns?.currentSession;
         if (!session) {
             void vscode.window.showInformationMessage('LSP Agent: no session to undo a turn of yet.');
@@ -163,27 +180,29 @@ export class ChatView implements TurnView, vscode.WebviewViewProvider, vscode.We
         }
         turn ??= this.model.session === session ? this.model.lastUndoable() : undefined;
         if (turn !== undefined) {
-            this.push(this.model.setUndo(turn, 'running'));
+            this.push(this.model.setUndo(turn, 'running', undefined, undefined, rewind));
         }
-        const answer = await this.request<UndoResult>(UNDO_TURN, turn !== undefined ? { session, turn } : { session });
+        const argument = turn === undefined ? { session } : rewind ? { session, turn, rewind } : { session, turn };
+        const answer = await this.request<UndoResult>(UNDO_TURN, argument);
         if ('error' in answer) {
             if (turn !== undefined) {
                 this.push(this.model.setUndo(turn, 'failed'));
             }
-            this.push(this.model.addNote(`Undo: ${answer.error}`, 'warning'));
+            this.push(this.model.addNote(`${rewind ? 'Rewind' : 'Undo'}: ${answer.error}`, 'warning'));
             return;
         }
         const result = answer.value;
         const refused = (result.refused ?? []).map((r) => `${r.path} (${r.why})`).join('; ');
-        this.push(this.model.setUndo(result.turn, result.applied ? 'done' : 'failed', result.files));
+        const what = rewind ? `The rewind to before turn ${result.turn}` : `The undo of turn ${result.turn}`;
+        this.push(this.model.setUndo(result.turn, result.applied ? 'done' : 'failed', result.files, result.turns));
         if (!result.proposed) {
-            this.push(this.model.addNote(`Turn ${result.turn} was not undone: ${refused || 'nothing to restore'}.`, 'warning'));
+            this.push(this.model.addNote(`${what} changed nothing: ${refused || 'nothing to restore'}.`, 'warning'));
         } else if (!result.applied) {
-            this.push(this.model.addNote(`The undo of turn ${result.turn} was not applied.`, 'warning'));
+            this.push(this.model.addNote(`${what} was not applied.`, 'warning'));
         } else if (refused) {
             this.push(this.model.addNote(`Left as they are: ${refused}.`, 'warning'));
         }
-        this.announce(result.applied ? `Turn ${result.turn} undone.` : `Turn ${result.turn} was not undone.`);
+        this.announce(result.applied ? `${what} is applied.` : `${what} was not applied.`);
     }
 
     turnStarted(turn: Turn): void {
@@ -191,7 +210,7 @@ export class ChatView implements TurnView, vscode.WebviewViewProvider, vscode.We
             return;
         }
         this.shown = turn;
-        this.push(this.model.beginTurn(turn.prompt, turn.selection));
+        this.push(this.model.beginTurn(turn.prompt, turn.selection, turn.mode));
     }
 
     turnEvent(turn: Turn, event: AgentEvent): void {
@@ -212,14 +231,25 @@ export class ChatView implements TurnView, vscode.WebviewViewProvider, vscode.We
             return;
         }
         this.shown = undefined;
+        let change: Change;
+        let error: string | undefined;
         if ('result' in outcome) {
-            const { status, answer, error } = outcome.result;
-            this.push(this.model.endTurn({ status, answer, error }));
+            const { status, answer } = outcome.result;
+            error = outcome.result.error;
+            change = this.model.endTurn({ status, answer, error });
             this.announce(status === 'completed' ? 'The answer is complete.' : `The turn ended: ${status}${error ? `: ${error}` : ''}.`);
         } else {
             const status = outcome.cancelled ? 'cancelled' : 'failed';
-            this.push(this.model.endTurn({ status, error: outcome.cancelled ? undefined : outcome.error }));
+            error = outcome.cancelled ? undefined : outcome.error;
+            change = this.model.endTurn({ status, error });
             this.announce(`The turn ended: ${status}.`);
+        }
+        this.push(change);
+        // The turn's last line (from its `status` event, or made just now).
+        const status = [...this.model.items].reverse().find((item) => item.kind === 'status');
+        if (status?.kind === 'status' && status.status === 'failed' && error) {
+            // A way out of the error, and the prompt one click from being asked again.
+            this.push(this.model.setActions(status.key, errorActions(error, contributedSettings(), !turn.external)));
         }
     }
 
@@ -263,6 +293,7 @@ export class ChatView implements TurnView, vscode.WebviewViewProvider, vscode.We
             case 'ready':
                 await this.ensureLoaded();
                 this.reset(webview);
+                await this.sendTokenColors(webview);
                 break;
             case 'send':
                 await this.send(message.text, message.useSelection);
@@ -278,12 +309,25 @@ export class ChatView implements TurnView, vscode.WebviewViewProvider, vscode.We
                 await this.turns?.showSessions(true);
                 this.post({ type: 'focus' });
                 break;
-            case 'addFile':
-                await this.addFile();
+            case 'chooseModel':
+                await this.chooseModel();
+                break;
+            case 'setMode':
+                await this.context.workspaceState.update(MODE_KEY, message.mode);
+                this.pushState();
+                break;
+            case 'addContext':
+                await this.prompt.pick();
+                this.post({ type: 'focus' });
                 break;
             case 'removeFile':
-                this.files = this.files.filter((file) => file !== message.path);
-                this.pushState();
+                this.prompt.removeFile(message.path);
+                break;
+            case 'removeProblems':
+                this.prompt.removeProblems();
+                break;
+            case 'unpinSelection':
+                this.prompt.unpin();
                 break;
             case 'answer':
                 this.answer(message.key, message.action);
@@ -300,6 +344,25 @@ export class ChatView implements TurnView, vscode.WebviewViewProvider, vscode.We
             case 'undo':
                 await this.undo(message.turn);
                 break;
+            case 'rewind':
+                await this.rewind(message.turn);
+                break;
+            case 'action':
+                await this.act(message.key, message.index);
+                break;
+            case 'offlineAction':
+                await this.run(this.offlineActions()[message.index]);
+                break;
+            case 'unqueue': {
+                const removed = this.turns?.unqueue(message.id);
+                if (removed) {
+                    this.post({ type: 'draft', text: splitContext(removed.prompt).text }); // not lost: back in the input
+                }
+                break;
+            }
+            case 'sendQueued':
+                this.turns?.sendQueued(message.id);
+                break;
             case 'copy':
                 await vscode.env.clipboard.writeText(message.text);
                 vscode.window.setStatusBarMessage('$(copy) LSP Agent: code copied', 3000);
@@ -307,8 +370,14 @@ export class ChatView implements TurnView, vscode.WebviewViewProvider, vscode.We
             case 'insert':
                 await this.insert(message.text);
                 break;
+            case 'apply':
+                await this.apply(message.text);
+                break;
             case 'open':
                 await this.open(message.target);
+                break;
+            case 'inputFocus':
+                this.focused = message.focused;
                 break;
         }
     }
@@ -320,17 +389,99 @@ export class ChatView implements TurnView, vscode.WebviewViewProvider, vscode.We
         }
         await this.ensureLoaded();
         this.remember(text);
-        const options: Parameters<Turns['ask']>[2] = { fromChat: true };
-        const context = useSelection ? this.editorContext() : undefined;
-        if (context) {
-            options.uri = context.uri;
-            options.range = context.range;
-            options.selection = context.ref;
+        const options: AskOptions = { fromChat: true, queue: true };
+        const selected = useSelection ? this.prompt.selection() : undefined;
+        if (selected) {
+            options.uri = selected.uri;
+            options.range = selected.range;
+            options.selection = selected.ref;
         }
-        const prompt = withContextFiles(text.trim(), this.files);
-        this.files = [];
-        this.pushState();
+        if (this.mode() === 'ask') {
+            options.mode = 'ask';
+        }
+        const prompt = withContext(text.trim(), this.prompt.take());
         await turns.ask(prompt, false, options);
+    }
+
+    /** Ask the prompt of a failed turn again, with what it carried. */
+    private async retry(turn: number): Promise<void> {
+        const asked = this.model.items.find((item): item is PromptItem => item.kind === 'prompt' && item.turn === turn);
+        if (!asked || !this.turns) {
+            return;
+        }
+        const options: AskOptions = { fromChat: true, queue: true, mode: asked.mode };
+        if (asked.selection && this.root) {
+            const uri = vscode.Uri.file(path.join(this.root, asked.selection.path)).toString();
+            options.uri = uri;
+            options.selection = asked.selection;
+            if (asked.selection.startLine) {
+                const end = asked.selection.endLine ?? asked.selection.startLine;
+                options.range = { start: { line: asked.selection.startLine - 1, character: 0 }, end: { line: end, character: 0 } };
+            }
+        }
+        await this.turns.ask(withContext(asked.text, asked), false, options);
+    }
+
+    /** Rewind the files to before the prompt of `turn`, after the user says yes. */
+    private async rewind(turn: number): Promise<void> {
+        const undone = this.model.rewindable(turn);
+        if (undone.length === 0) {
+            return;
+        }
+        const choice = await vscode.window.showWarningMessage(
+            `Restore the files to before prompt ${turn}? The edits of turn${undone.length > 1 ? 's' : ''} ${undone.join(', ')} are undone ` +
+                'in one edit you review; what you typed since stays.',
+            { modal: true },
+            'Restore Files',
+        );
+        if (choice === 'Restore Files') {
+            await this.undo(turn, true);
+        }
+    }
+
+    /** A button of a status line or a note. */
+    private async act(key: number, index: number): Promise<void> {
+        const item = this.model.items.find((i) => i.key === key);
+        const action = item && (item.kind === 'status' || item.kind === 'note') ? item.actions?.[index] : undefined;
+        if (action?.id === 'retry' && item) {
+            await this.retry(item.turn);
+            return;
+        }
+        await this.run(action);
+    }
+
+    private async run(action: ChatAction | undefined): Promise<void> {
+        switch (action?.id) {
+            case 'openSetting':
+                await openSetting(action.setting ?? SERVER_COMMAND_KEY);
+                break;
+            case 'chooseModel':
+                await this.chooseModel();
+                break;
+            case 'setApiKey':
+                await vscode.commands.executeCommand('lsp-agent.setApiKey');
+                break;
+            case 'showLog':
+                createLog().show();
+                break;
+            case 'restartServer':
+                await this.server.restart();
+                break;
+            default:
+                break;
+        }
+    }
+
+    /** The ways out when the server does not run: its command, its log, another try. */
+    private offlineActions(): ChatAction[] {
+        if (this.offline === undefined) {
+            return [];
+        }
+        return [
+            { id: 'openSetting', label: 'Open Settings', setting: SERVER_COMMAND_KEY },
+            { id: 'showLog', label: 'Show Log' },
+            { id: 'restartServer', label: 'Try Again' },
+        ];
     }
 
     private answer(key: number, action: string): void {
@@ -345,28 +496,8 @@ export class ChatView implements TurnView, vscode.WebviewViewProvider, vscode.We
         }
     }
 
-    /** The `#` picker: one file of the workspace, added for the next prompt. */
-    private async addFile(): Promise<void> {
-        const found = await vscode.workspace.findFiles('**/*', '{**/node_modules/**,**/.git/**,**/.venv/**,**/__pycache__/**}', FILES_LISTED);
-        const items = found
-            .map((uri) => vscode.workspace.asRelativePath(uri, false))
-            .filter((rel) => !this.files.includes(rel))
-            .sort()
-            .map((rel) => ({ label: path.basename(rel), description: path.dirname(rel) === '.' ? '' : path.dirname(rel), rel }));
-        const picked = await vscode.window.showQuickPick(items, {
-            title: 'LSP Agent: Add a File as Context',
-            placeHolder: 'A file the agent reads with your next prompt',
-            matchOnDescription: true,
-        });
-        if (picked) {
-            this.files.push(picked.rel);
-            this.pushState();
-        }
-        this.post({ type: 'focus' });
-    }
-
     private async insert(text: string): Promise<void> {
-        const editor = this.editor;
+        const editor = this.prompt.editor;
         if (!editor) {
             void vscode.window.showInformationMessage('LSP Agent: open a file and put the cursor where the code goes, then Insert again.');
             return;
@@ -374,6 +505,26 @@ export class ChatView implements TurnView, vscode.WebviewViewProvider, vscode.We
         const selections = editor.selections;
         await editor.edit((edit) => selections.forEach((selection) => edit.replace(selection, text)));
         await vscode.window.showTextDocument(editor.document, editor.viewColumn);
+    }
+
+    /** Apply a code block to the file the user was in, as an edit they review. */
+    private async apply(code: string): Promise<void> {
+        const editor = this.prompt.editor;
+        if (!editor) {
+            void vscode.window.showInformationMessage('LSP Agent: open the file the code goes in (select the lines it replaces), then Apply again.');
+            return;
+        }
+        const document = editor.document;
+        const text = document.getText();
+        const selection = { start: document.offsetAt(editor.selection.start), end: document.offsetAt(editor.selection.end) };
+        const placed = placeCode(text, code, selection);
+        const rel = vscode.workspace.asRelativePath(document.uri, false);
+        if (placed.text === text) {
+            vscode.window.setStatusBarMessage(`$(info) LSP Agent: ${rel} already holds that code`, 5000);
+            return;
+        }
+        const applied = await this.review.propose(document.uri, placed.text, `lsp-agent: apply code to ${rel}`);
+        this.push(this.model.addNote(applied ? `Code applied to ${rel}.` : `The code was not applied to ${rel}.`, applied ? 'info' : 'warning'));
     }
 
     private async open(target: string): Promise<void> {
@@ -393,28 +544,6 @@ export class ChatView implements TurnView, vscode.WebviewViewProvider, vscode.We
         const document = await vscode.workspace.openTextDocument(uri);
         const at = Math.max(0, Number(line ?? 1) - 1);
         await vscode.window.showTextDocument(document, { selection: new vscode.Range(at, 0, at, 0), preview: true });
-    }
-
-    private editorContext(): EditorContext | undefined {
-        const editor = this.editor;
-        if (!editor) {
-            return undefined;
-        }
-        const rel = vscode.workspace.asRelativePath(editor.document.uri, false);
-        const selection = editor.selection;
-        if (selection.isEmpty) {
-            return { ref: { path: rel }, uri: editor.document.uri.toString() };
-        }
-        // A selection that ends at the start of a line ends on the line before.
-        const endLine = selection.end.character === 0 && selection.end.line > selection.start.line ? selection.end.line : selection.end.line + 1;
-        return {
-            ref: { path: rel, startLine: selection.start.line + 1, endLine },
-            uri: editor.document.uri.toString(),
-            range: {
-                start: { line: selection.start.line, character: selection.start.character },
-                end: { line: selection.end.line, character: selection.end.character },
-            },
-        };
     }
 
     /** The session `Turns` continues changed: show it (a turn that made it is shown already). */
@@ -465,7 +594,7 @@ export class ChatView implements TurnView, vscode.WebviewViewProvider, vscode.We
             if ('value' in answer) {
                 history = answer.value;
             } else {
-                note = `The conversation of session ${session} could not be read: ${answer.error}`;
+                note = `The conversation could not be read: ${answer.error}`;
             }
         }
         if (session !== turns.currentSession) {
@@ -486,6 +615,9 @@ export class ChatView implements TurnView, vscode.WebviewViewProvider, vscode.We
             const entry = 'value' in status ? status.value.sessions.find((s) => s.session === session) : undefined;
             if (entry) {
                 this.model.setContext(entry.contextTokens, entry.contextWindow ?? ('value' in status ? status.value.contextWindow : undefined));
+            }
+            if ('value' in status) {
+                this.currentModel = status.value.model ?? undefined;
             }
         }
     }
@@ -513,16 +645,32 @@ export class ChatView implements TurnView, vscode.WebviewViewProvider, vscode.We
         return this.context.workspaceState.get<string[]>(PROMPTS_KEY) ?? [];
     }
 
+    private mode(): 'agent' | 'ask' {
+        return this.context.workspaceState.get<string>(MODE_KEY) === 'ask' ? 'ask' : 'agent';
+    }
+
     private state(): ChatState {
         const session = this.model.session;
+        const queued = (this.turns?.queued(session) ?? []).map((entry) => ({
+            id: entry.id,
+            text: splitContext(entry.prompt).text,
+            why: entry.why,
+            held: entry.held,
+        }));
         return {
             session,
             title: this.model.title,
             running: this.model.running,
             offline: this.offline,
+            offlineActions: this.offlineActions(),
             summary: this.model.summary(),
-            selection: this.editorContext()?.ref,
-            files: [...this.files],
+            model: this.currentModel,
+            mode: this.mode(),
+            selection: this.prompt.selection()?.ref,
+            pinned: this.prompt.isPinned,
+            files: [...this.prompt.files],
+            problems: this.prompt.problems,
+            queued,
         };
     }
 
@@ -539,6 +687,15 @@ export class ChatView implements TurnView, vscode.WebviewViewProvider, vscode.We
 
     private resetAll(): void {
         this.webviews.forEach((webview) => this.reset(webview));
+    }
+
+    /** The theme's token colours to `webview` (every webview when none: the theme changed). */
+    private async sendTokenColors(webview?: vscode.Webview): Promise<void> {
+        const { colors, styles } = await themeTokenColors();
+        const message: ToWebview = { type: 'tokenColors', colors, styles };
+        for (const target of webview ? [webview] : this.webviews) {
+            void target.postMessage(message);
+        }
     }
 
     private push(change: Change): void {
@@ -587,60 +744,4 @@ export class ChatView implements TurnView, vscode.WebviewViewProvider, vscode.We
             webview.postMessage(message).then(undefined, (error: unknown) => traceError('chat: postMessage failed', error));
         }
     }
-}
-
-function fileEditor(editor: vscode.TextEditor | undefined): vscode.TextEditor | undefined {
-    return editor && editor.document.uri.scheme === 'file' ? editor : undefined;
-}
-
-/** The chat's page: the bundled script (by nonce) and stylesheet, nothing else allowed. */
-function page(webview: vscode.Webview, root: vscode.Uri, host: 'view' | 'panel'): string {
-    const nonce = randomBytes(18).toString('base64');
-    const script = webview.asWebviewUri(vscode.Uri.joinPath(root, 'chat.js'));
-    const style = webview.asWebviewUri(vscode.Uri.joinPath(root, 'chat.css'));
-    const csp = [
-        "default-src 'none'",
-        `img-src ${webview.cspSource} data:`,
-        `style-src ${webview.cspSource}`,
-        `font-src ${webview.cspSource}`,
-        `script-src 'nonce-${nonce}'`,
-    ].join('; ');
-    return `<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="UTF-8">
-<meta http-equiv="Content-Security-Policy" content="${csp}">
-<meta name="viewport" content="width=device-width, initial-scale=1.0">
-<link rel="stylesheet" href="${style}">
-<title>LSP Agent Chat</title>
-</head>
-<body class="in-${host}">
-<header class="chat-header">
-  <button id="session" class="session-button" title="Pick a session (new, or an earlier one)" aria-label="Pick a session">
-    <i class="codicon codicon-comment-discussion" aria-hidden="true"></i><span id="session-title">New conversation</span><i class="codicon codicon-chevron-down" aria-hidden="true"></i>
-  </button>
-  <span id="usage" class="usage"></span>
-  <button id="new" class="icon-button in-panel-only" title="New Session" aria-label="New session"><i class="codicon codicon-add" aria-hidden="true"></i></button>
-</header>
-<main id="log" aria-label="Conversation"></main>
-<div id="welcome" hidden>
-  <i class="codicon codicon-hubot" aria-hidden="true"></i>
-  <h2>Ask the agent about your code</h2>
-  <p>The file and selection you are in go along with your prompt; <kbd>#</kbd> adds more files. Every change the agent wants is shown for your review before it lands.</p>
-</div>
-<footer class="composer">
-  <div id="notice" role="alert" hidden></div>
-  <div id="chips" class="chips" aria-label="Context sent with the prompt" hidden></div>
-  <textarea id="input" rows="3" aria-label="Ask the agent" aria-describedby="hint" placeholder="Ask the agent… (# adds a file)"></textarea>
-  <div class="actions">
-    <button id="attach" class="icon-button" title="Add a File as Context (#)" aria-label="Add a file as context"><i class="codicon codicon-attach" aria-hidden="true"></i></button>
-    <span id="hint" class="hint">Enter sends · Shift+Enter new line · ↑ ↓ earlier prompts</span>
-    <button id="send" class="primary" aria-label="Send"><i class="codicon codicon-send" aria-hidden="true"></i><span>Send</span></button>
-    <button id="stop" class="secondary" aria-label="Stop the turn" hidden><i class="codicon codicon-debug-stop" aria-hidden="true"></i><span>Stop</span></button>
-  </div>
-</footer>
-<div id="live" class="sr-only" aria-live="polite"></div>
-<script nonce="${nonce}" src="${script}"></script>
-</body>
-</html>`;
 }

@@ -44,6 +44,12 @@ const SERVER_COMMAND_KEY = `${SETTINGS_SECTION}.server.command`;
 const STDERR_KEPT = 8192;
 /** How long a server that was asked to stop may take before it is killed. */
 const STOP_GRACE_MS = 2000;
+/**
+ * How long a start that fell back to `lsp-agent` on PATH or Python waits for
+ * `lspAgent.server.command` before saying it failed: a reloading remote window (SSH,
+ * containers, code-server) may activate the extension before its machine settings arrive.
+ */
+const SETTING_GRACE_MS = 3000;
 
 /** What this extension does itself, declared to the server in `initializationOptions`. */
 export const CLIENT_INFO: ClientInfo = { events: true, showsAnswers: true, settingName: `${SETTINGS_SECTION}.%s` };
@@ -57,6 +63,11 @@ export interface ServerHooks {
     onQuestion(params: ShowMessageRequestParams, token: CancellationToken): Promise<MessageActionItem | null>;
     /** The state changed; `message` says why it failed. */
     onStateChange(state: ServerState, message?: string): void;
+    /**
+     * VS Code runs one of the server's commands (a code action of the light bulb, another
+     * extension): the extension's own handling, or undefined to send it as it came.
+     */
+    onCommand?(command: string, args: unknown[]): Promise<unknown> | undefined;
 }
 
 function isExecutable(candidate: string): boolean {
@@ -145,6 +156,9 @@ export class Server implements vscode.Disposable {
     /** The command line the last start used, and where it came from. */
     private command: ServerCommand | undefined;
     private readonly disposables: vscode.Disposable[] = [];
+    /** The newest version of each document the server has been sent (`didChange`), by URI. */
+    private readonly sent = new Map<string, number>();
+    private readonly sentChanged = new vscode.EventEmitter<void>();
 
     constructor(
         private readonly context: vscode.ExtensionContext,
@@ -200,6 +214,29 @@ export class Server implements vscode.Disposable {
         await launched?.stop();
     }
 
+    /**
+     * Resolves once the server has been sent `uri` at `version` or later (its `didChange` is on
+     * the wire, so an answer sent after this reaches the server after it), or after `ms`.
+     */
+    async sentVersion(uri: string, version: number, ms = STOP_GRACE_MS): Promise<void> {
+        if (!this.running || (this.sent.get(uri) ?? 0) >= version) {
+            return;
+        }
+        await new Promise<void>((resolve) => {
+            const timer = setTimeout(done, ms);
+            const listener = this.sentChanged.event(() => {
+                if ((this.sent.get(uri) ?? 0) >= version) {
+                    done();
+                }
+            });
+            function done(): void {
+                clearTimeout(timer);
+                listener.dispose();
+                resolve();
+            }
+        });
+    }
+
     async getApiKey(): Promise<string | undefined> {
         return this.context.secrets.get(API_KEY_SECRET);
     }
@@ -242,6 +279,9 @@ export class Server implements vscode.Disposable {
         traceInfo(`starting the server (${command.source}): ${line}`);
         const launched = await ServerProcess.spawn(command, folder.uri.fsPath, env);
         if (typeof launched === 'string') {
+            if (command.source !== 'setting' && (await this.settingArrives())) {
+                return this.start(); // the user's command came late: it is the one to run
+            }
             this.startFailed({ command, spawnError: launched, pathVariable: process.env.PATH });
             return undefined;
         }
@@ -268,6 +308,13 @@ export class Server implements vscode.Disposable {
             middleware: {
                 workspace: {
                     configuration: (params, token, next) => this.configuration(params, token, next),
+                },
+                executeCommand: (command, args, next) => this.hooks.onCommand?.(command, args) ?? next(command, args),
+                didChange: async (event, next) => {
+                    await next(event);
+                    const uri = event.document.uri.toString();
+                    this.sent.set(uri, Math.max(this.sent.get(uri) ?? 0, event.document.version));
+                    this.sentChanged.fire();
                 },
             },
         };
@@ -304,6 +351,9 @@ export class Server implements vscode.Disposable {
             }
             void client.dispose().catch(() => undefined);
             void launched.stop();
+            if (command.source !== 'setting' && (await this.settingArrives())) {
+                return this.start(); // the user's command came late: it is the one to run
+            }
             this.startFailed({
                 command,
                 exitCode: ended?.code,
@@ -320,6 +370,27 @@ export class Server implements vscode.Disposable {
         running = true;
         this.failure = undefined;
         return client;
+    }
+
+    /** Whether `lspAgent.server.command` gives the command, or comes to within `SETTING_GRACE_MS`. */
+    private async settingArrives(): Promise<boolean> {
+        const isSet = (): boolean => this.configuredCommand()?.source === 'setting';
+        if (isSet()) {
+            return true;
+        }
+        return new Promise<boolean>((resolve) => {
+            const timer = setTimeout(() => done(false), SETTING_GRACE_MS);
+            const listener = vscode.workspace.onDidChangeConfiguration((change) => {
+                if (change.affectsConfiguration(SERVER_COMMAND_KEY) && isSet()) {
+                    done(true);
+                }
+            });
+            function done(arrived: boolean): void {
+                clearTimeout(timer);
+                listener.dispose();
+                resolve(arrived);
+            }
+        });
     }
 
     /** The server stopped on its own after it had started. */
@@ -369,6 +440,15 @@ export class Server implements vscode.Disposable {
         void notify(severity, params.message);
     }
 
+    /** The command line the settings give now (undefined when they are wrong). */
+    private configuredCommand(): ServerCommand | undefined {
+        try {
+            return serverCommand();
+        } catch {
+            return undefined;
+        }
+    }
+
     /** Answer `workspace/configuration`: the `lspAgent` section is ours (only what the user set). */
     private async configuration(
         params: ConfigurationParams,
@@ -401,6 +481,9 @@ export class Server implements vscode.Disposable {
     /** `lspAgent.server.command` changed: offer a restart, or start at once after a failure. */
     private async commandChanged(): Promise<void> {
         await this.starting; // a start under way used the old command: let it end first
+        if (this.running && this.command && sameCommand(this.command, this.configuredCommand())) {
+            return; // the start under way took the new command already
+        }
         if (this.running && this.command?.source !== 'setting') {
             // The server was started before the setting was known (a reloading window may
             // activate the extension before its settings arrive) or while none was set: the
@@ -421,4 +504,8 @@ export class Server implements vscode.Disposable {
             await this.ensure();
         }
     }
+}
+
+function sameCommand(a: ServerCommand, b: ServerCommand | undefined): boolean {
+    return b !== undefined && a.command === b.command && a.args.length === b.args.length && a.args.every((arg, i) => arg === b.args[i]);
 }

@@ -4,18 +4,23 @@
  */
 import * as os from 'node:os';
 import * as vscode from 'vscode';
-import { SERVER_SETTINGS, SETTINGS_SECTION } from '../protocol';
+import { SERVER_SETTINGS, SETTINGS_SECTION, USER_ONLY_SETTINGS } from '../protocol';
 
 export type ReviewMode = 'diff' | 'refactorPreview' | 'auto';
 
 export const SERVER_COMMAND_SETTING = 'server.command';
 export const REVIEW_SETTING = 'review';
+export const MODEL_SETTING = 'model';
 
 /** The value the user set for `key` (folder, workspace or user), or undefined for the default. */
 function explicitValue<T>(config: vscode.WorkspaceConfiguration, key: string): T | undefined {
     const inspected = config.inspect<T>(key);
     if (!inspected) {
         return undefined;
+    }
+    if ((USER_ONLY_SETTINGS as readonly string[]).includes(key)) {
+        // Whatever a workspace's settings file holds (see USER_ONLY_SETTINGS).
+        return inspected.globalValue;
     }
     return inspected.workspaceFolderValue ?? inspected.workspaceValue ?? inspected.globalValue;
 }
@@ -43,9 +48,9 @@ export function reviewMode(): ReviewMode {
     return value === 'refactorPreview' || value === 'auto' ? value : 'diff';
 }
 
-/** The raw `lspAgent.server.command` value (validated by `resolveServerCommand`). */
+/** The raw `lspAgent.server.command` value (validated by `resolveServerCommand`): the user's. */
 export function serverCommandSetting(): unknown {
-    return vscode.workspace.getConfiguration(SETTINGS_SECTION).get<unknown>(SERVER_COMMAND_SETTING);
+    return explicitValue<unknown>(vscode.workspace.getConfiguration(SETTINGS_SECTION), SERVER_COMMAND_SETTING);
 }
 
 /** `python.defaultInterpreterPath` when the user set it (its default `python` is not a choice). */

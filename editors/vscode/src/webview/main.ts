@@ -8,8 +8,9 @@
 import { describeArguments, formatDuration, formatTokens, toolLabel, usageText } from '../events';
 import { PromptHistory } from '../chat/input';
 import { createMarkdown, settledLength } from '../chat/markdown';
-import type { AnswerItem, ChatItem, EditItem, QuestionItem, ReviewRef, StatusItem, ToolItem } from '../chat/model';
+import type { AnswerItem, ChatAction, ChatItem, EditItem, PromptItem, QuestionItem, ReviewRef, StatusItem, ToolItem } from '../chat/model';
 import { selectionLabel } from '../chat/model';
+import { tokenVariable } from '../chat/tokens';
 import type { ChatState, FromWebview, ToWebview } from '../chat/wire';
 
 interface VsCodeApi {
@@ -33,8 +34,28 @@ const sessionTitle = element('session-title');
 const usage = element('usage');
 const live = element('live');
 const notice = element('notice');
+const noticeText = element('notice-text');
+const noticeActions = element('notice-actions');
+const queue = element('queue');
+const newMessages = element('new-messages');
+const modelName = element('model-name');
+const modeButton = element('mode');
+const sendLabel = element('send-label');
 
-let state: ChatState = { running: false, summary: { usage: { calls: 0, inputTokens: 0, cachedTokens: 0, outputTokens: 0 } }, files: [] };
+let state: ChatState = {
+    running: false,
+    summary: { usage: { calls: 0, inputTokens: 0, cachedTokens: 0, outputTokens: 0 } },
+    files: [],
+    mode: 'agent',
+    pinned: false,
+    queued: [],
+};
+/**
+ * Whether the view follows the conversation: true at the bottom, false once the user scrolls
+ * up; sending a prompt follows again. Content that arrives while not following shows the
+ * "new messages" marker instead of moving the view.
+ */
+let following = true;
 let prompts = new PromptHistory();
 /** The selection chip the user removed (its label): not sent until the selection changes. */
 let dismissed: string | undefined;
@@ -126,20 +147,7 @@ function pre(text: string, label: string): HTMLElement {
 function render(item: ChatItem): HTMLElement {
     switch (item.kind) {
         case 'prompt':
-            return h(
-                'article',
-                { class: 'item prompt', 'aria-label': 'You asked' },
-                h('div', { class: 'who' }, icon('account'), h('span', {}, 'You')),
-                h('div', { class: 'prompt-text' }, item.text),
-                item.selection || item.files.length > 0
-                    ? h(
-                          'div',
-                          { class: 'chips', 'aria-label': 'Context sent with the prompt' },
-                          item.selection ? chip(selectionLabel(item.selection), 'selection') : undefined,
-                          ...item.files.map((file) => chip(file, 'file')),
-                      )
-                    : undefined,
-            );
+            return prompt(item);
         case 'answer': {
             const article = h('article', { class: `item answer${item.streaming ? ' streaming' : ''}`, 'aria-label': 'The agent answered', 'aria-busy': item.streaming ? 'true' : 'false' });
             article.append(h('div', { class: 'who' }, icon('hubot'), h('span', {}, 'LSP Agent')), answerBody(item));
@@ -157,6 +165,7 @@ function render(item: ChatItem): HTMLElement {
                 { class: `item note tone-${item.tone}`, role: item.tone === 'error' ? 'alert' : undefined },
                 icon(item.tone === 'error' ? 'error' : item.tone === 'warning' ? 'warning' : 'info'),
                 h('span', {}, item.text),
+                item.actions && item.actions.length > 0 ? actionButtons(item.key, item.actions) : undefined,
             );
         case 'status':
             return status(item);
@@ -172,17 +181,77 @@ function render(item: ChatItem): HTMLElement {
     }
 }
 
-function chip(text: string, kind: 'selection' | 'file', removable = false): HTMLElement {
+function prompt(item: PromptItem): HTMLElement {
+    const context =
+        item.selection || item.files.length > 0 || item.problems.length > 0
+            ? h(
+                  'div',
+                  { class: 'chips', 'aria-label': 'Context sent with the prompt' },
+                  item.selection ? chip(selectionLabel(item.selection), 'selection') : undefined,
+                  item.problems.length > 0 ? chip(`problems (${item.problems.length})`, 'problems', false, item.problems.join('\n')) : undefined,
+                  ...item.files.map((file) => chip(file, 'file')),
+              )
+            : undefined;
     return h(
-        'span',
-        { class: `chip chip-${kind}`, title: text },
-        icon(kind === 'selection' ? 'selection' : 'file'),
-        h('span', { class: 'chip-text' }, text),
-        removable
-            ? h('button', { class: 'chip-remove', 'data-action': kind === 'selection' ? 'dropSelection' : 'removeFile', 'data-value': text, 'aria-label': `Do not send ${text}`, title: 'Remove' }, icon('close'))
-            : undefined,
+        'article',
+        { class: 'item prompt', 'aria-label': item.mode === 'ask' ? 'You asked (ask mode)' : 'You asked' },
+        h(
+            'div',
+            { class: 'who' },
+            icon('account'),
+            h('span', {}, 'You'),
+            item.mode === 'ask' ? h('span', { class: 'badge mode-badge', title: 'Asked in ask mode: an answer without changes' }, 'Ask') : undefined,
+            item.rewind
+                ? button(`Rewind: restore the files to before this prompt (turn ${item.turn})`, 'rewind', {
+                      icon: 'history',
+                      key: item.turn,
+                      kind: 'icon-button rewind',
+                      title: 'Restore the files to before this prompt',
+                  })
+                : undefined,
+        ),
+        h('div', { class: 'prompt-text' }, item.text),
+        context,
     );
 }
+
+const CHIP_ICONS: Record<string, string> = { selection: 'selection', file: 'file', problems: 'warning' };
+
+function chip(text: string, kind: 'selection' | 'file' | 'problems', removable = false, title = text, action?: string): HTMLElement {
+    const remove = action ?? (kind === 'selection' ? 'dropSelection' : kind === 'problems' ? 'removeProblems' : 'removeFile');
+    return h(
+        'span',
+        { class: `chip chip-${kind}`, title },
+        icon(CHIP_ICONS[kind] ?? 'file'),
+        h('span', { class: 'chip-text' }, text),
+        removable ? h('button', { class: 'chip-remove', 'data-action': remove, 'data-value': text, 'aria-label': `Do not send ${text}`, title: 'Remove' }, icon('close')) : undefined,
+    );
+}
+
+function actionButtons(key: number, actions: readonly ChatAction[], action = 'action'): HTMLElement {
+    return h(
+        'span',
+        { class: 'buttons item-actions' },
+        ...actions.map((choice, index) =>
+            button(choice.setting && choice.label.startsWith('Open') ? `${choice.label} (${choice.setting})` : choice.label, action, {
+                text: choice.label,
+                kind: index === 0 ? 'primary small' : 'secondary small',
+                key,
+                value: String(index),
+                icon: ACTION_ICONS[choice.id],
+            }),
+        ),
+    );
+}
+
+const ACTION_ICONS: Record<string, string> = {
+    retry: 'debug-restart',
+    openSetting: 'gear',
+    chooseModel: 'hubot',
+    setApiKey: 'key',
+    showLog: 'output',
+    restartServer: 'debug-restart',
+};
 
 const TOOL_ICONS: Record<string, string> = {
     bash: 'terminal',
@@ -198,6 +267,8 @@ function stateIcon(state: string): HTMLElement {
         case 'running':
         case 'review':
             return icon('loading', 'codicon-modifier-spin state-icon');
+        case 'stopped':
+            return icon('circle-slash', 'state-icon stopped');
         case 'failed':
         case 'rejected':
             return icon('error', 'state-icon failed');
@@ -209,7 +280,7 @@ function stateIcon(state: string): HTMLElement {
 }
 
 function tool(item: ToolItem): HTMLElement {
-    const stateWord = item.state === 'running' ? 'running' : item.state === 'failed' ? 'failed' : 'done';
+    const stateWord = item.state === 'running' ? 'running' : item.state === 'failed' ? 'failed' : item.state === 'stopped' ? 'stopped' : 'done';
     const details = h('details', { class: 'item tool' });
     const summary = h(
         'summary',
@@ -218,7 +289,7 @@ function tool(item: ToolItem): HTMLElement {
         icon(TOOL_ICONS[item.name] ?? 'tools'),
         h('span', { class: 'tool-name' }, toolLabel(item.name)),
         h('span', { class: 'tool-line' }, item.line),
-        item.summary ? h('span', { class: 'tool-summary' }, item.summary) : undefined,
+        item.summary ? h('span', { class: 'tool-summary' }, item.summary) : item.state === 'stopped' ? h('span', { class: 'tool-summary' }, 'stopped') : undefined,
     );
     details.append(summary, toolDetails(item));
     return details;
@@ -226,7 +297,9 @@ function tool(item: ToolItem): HTMLElement {
 
 function toolDetails(item: ToolItem | EditItem): HTMLElement {
     const body = h('div', { class: 'details' });
-    body.append(h('div', { class: 'label' }, 'Arguments'), pre(argumentsText(item.args), `${item.name} arguments`));
+    if (item.kind === 'tool') {
+        body.append(h('div', { class: 'label' }, 'Arguments'), pre(argumentsText(item.args), `${item.name} arguments`));
+    }
     if (item.permission) {
         body.append(h('div', { class: 'label' }, 'Permission'), h('div', {}, item.permission));
     }
@@ -256,7 +329,11 @@ const EDIT_STATES: Record<EditItem['state'], string> = {
     partial: 'partly applied',
     rejected: 'rejected',
     failed: 'not applied',
+    stopped: 'not applied: stopped',
 };
+
+const HUNK_ICONS: Record<string, string> = { accepted: 'check', rejected: 'close', modified: 'edit', user: 'person' };
+const HUNK_WORDS: Record<string, string> = { accepted: 'accepted', rejected: 'rejected', modified: 'changed by you', user: 'your change' };
 
 function edit(item: EditItem): HTMLElement {
     const target = item.files.map((file) => file.path).join(', ') || item.line;
@@ -283,14 +360,19 @@ function edit(item: EditItem): HTMLElement {
                 'ul',
                 { class: 'hunks', 'aria-label': 'What became of each hunk' },
                 ...item.hunks.map((hunk) =>
-                    h('li', { class: `hunk hunk-${hunk.status}` }, icon(hunk.status === 'accepted' ? 'check' : hunk.status === 'rejected' ? 'close' : 'edit'), h('span', {}, `${hunk.label}: ${hunk.status}`)),
+                    h('li', { class: `hunk hunk-${hunk.status}` }, icon(HUNK_ICONS[hunk.status] ?? 'edit'), h('span', {}, `${hunk.label}: ${HUNK_WORDS[hunk.status] ?? hunk.status}`)),
                 ),
             ),
         );
     }
+    // Details: the diff — of what landed once it did, else of what the agent proposed.
     const more = h('details', { class: 'edit-details' }, h('summary', {}, 'Details'));
-    if (item.diff) {
-        more.append(markdown('```diff\n' + item.diff + '\n```'));
+    const diff = item.diff ?? item.proposal;
+    if (diff) {
+        more.append(
+            h('div', { class: 'label' }, item.diff ? 'What changed' : 'What the agent proposed'),
+            markdown('```diff\n' + diff + '\n```'),
+        );
     }
     more.append(toolDetails(item));
     card.append(more);
@@ -314,26 +396,54 @@ const QUESTION_STATES: Record<string, string> = {
 };
 
 function question(item: QuestionItem): HTMLElement {
-    const open = item.state === 'open';
+    const open = item.state === 'open' || item.state === 'answering';
+    const said = item.state === 'answered' ? `answered: ${item.answer ?? 'dismissed (Deny)'}` : (QUESTION_STATES[item.state] ?? item.state);
+    const outcome = h(
+        'span',
+        { class: 'question-outcome' },
+        icon(item.answer === 'Deny' || item.state === 'timedOut' ? 'circle-slash' : item.state === 'answered' ? 'check' : 'info'),
+        h('span', {}, said),
+    );
+    if (!open) {
+        // Answered: one line, the question inside it for whoever wants to read it again.
+        const folded = h('details', { class: `item question folded state-${item.state}`, 'aria-label': `The agent asked about ${toolLabel(item.name)}: ${said}` });
+        folded.append(
+            h('summary', {}, icon('shield'), h('span', { class: 'tool-name' }, `Permission: ${toolLabel(item.name)}`), outcome),
+            h('div', { class: 'details' }, h('div', { class: 'question-text' }, item.text)),
+        );
+        return folded;
+    }
     const card = h('article', { class: `item card question state-${item.state}`, role: 'group', 'aria-label': `The agent asks about ${item.name}` });
+    // What Allow for this session covers ends the question's text: said once, under the buttons.
+    const text = item.covers && item.text.endsWith(item.covers) ? item.text.slice(0, -item.covers.length).trimEnd() : item.text;
     card.append(
         h('div', { class: 'card-title' }, icon('shield'), h('span', {}, `Permission: ${toolLabel(item.name)}`)),
-        h('div', { class: 'question-text' }, item.text),
+        h('div', { class: 'question-text' }, text),
     );
-    if (open && item.actions.length > 0) {
+    if (item.state === 'open' && item.actions.length > 0) {
         card.append(
             h(
                 'div',
                 { class: 'buttons' },
-                ...item.actions.map((action, index) => button(action, 'answer', { text: action, kind: index === 0 ? 'primary' : 'secondary', key: item.key, value: action })),
+                ...item.actions.map((action, index) =>
+                    button(action, 'answer', {
+                        text: action,
+                        kind: index === 0 ? 'primary' : 'secondary',
+                        key: item.key,
+                        value: action,
+                        title: action === 'Allow for this session' && item.covers ? item.covers : action,
+                    }),
+                ),
             ),
         );
+        if (item.covers) {
+            card.append(h('div', { class: 'muted covers' }, icon('info'), h('span', {}, item.covers)));
+        }
         if (item.timeoutSeconds) {
             card.append(h('div', { class: 'muted' }, `No answer in ${formatDuration(item.timeoutSeconds)} counts as Deny.`));
         }
     } else {
-        const said = item.state === 'answered' ? `answered: ${item.answer ?? 'dismissed (Deny)'}` : (QUESTION_STATES[item.state] ?? item.state);
-        card.append(h('div', { class: 'question-outcome' }, icon(item.answer === 'Deny' || item.state === 'timedOut' ? 'circle-slash' : item.state === 'answered' ? 'check' : 'info'), h('span', {}, said)));
+        card.append(outcome);
     }
     return card;
 }
@@ -357,13 +467,39 @@ function status(item: StatusItem): HTMLElement {
     } else if (item.undo === 'done') {
         line.append(h('span', { class: 'muted' }, icon('discard'), ' undone'));
     }
+    if (item.actions && item.actions.length > 0) {
+        line.append(actionButtons(item.key, item.actions));
+    }
     return line;
 }
 
-/** Keep the view at the bottom while it was there: a user who scrolled up stays where they are. */
+/** Whether the view is at the bottom of the conversation (within a few pixels). */
 function atBottom(): boolean {
-    return log.scrollHeight - log.scrollTop - log.clientHeight < 40;
+    return log.scrollHeight - log.scrollTop - log.clientHeight < 24;
 }
+
+/** After new content: follow it when following, else say there is more below. */
+function arrived(): void {
+    if (following) {
+        toBottom();
+    } else if (!atBottom()) {
+        newMessages.hidden = false;
+    }
+}
+
+function toBottom(): void {
+    following = true;
+    log.scrollTop = log.scrollHeight;
+    newMessages.hidden = true;
+}
+
+log.addEventListener('scroll', () => {
+    // The user's own scrolling decides; reaching the bottom follows the conversation again.
+    following = atBottom();
+    if (following) {
+        newMessages.hidden = true;
+    }
+});
 
 function place(item: ChatItem, before?: number): void {
     const made = render(item);
@@ -398,14 +534,11 @@ function place(item: ChatItem, before?: number): void {
 
 function drawPending(): void {
     frame = 0;
-    const stick = atBottom();
     for (const [, item] of pending) {
         place(item);
     }
     pending.clear();
-    if (stick) {
-        log.scrollTop = log.scrollHeight;
-    }
+    arrived();
 }
 
 function flushPending(): void {
@@ -433,24 +566,53 @@ function drawState(): void {
     }
     usage.textContent = parts.join(' · ');
     usage.title = figures.calls > 0 ? `This session: ${usageText({ ...figures, contextTokens: state.summary.contextTokens, contextWindow: state.summary.contextWindow })}` : '';
-    send.hidden = state.running;
+    // While a turn runs, Send queues the prompt: it goes when the turn ends.
+    sendLabel.textContent = state.running ? 'Queue' : 'Send';
+    send.setAttribute('aria-label', state.running ? 'Queue the prompt: it is sent when the turn ends' : 'Send');
     stop.hidden = !state.running;
-    notice.textContent = state.offline ?? '';
+    modelName.textContent = state.model ?? 'no model';
+    element('model').setAttribute('aria-label', `Model: ${state.model ?? 'none set'}. Choose the model`);
+    const asking = state.mode === 'ask';
+    element('mode-name').textContent = asking ? 'Ask' : 'Agent';
+    modeButton.setAttribute('aria-pressed', asking ? 'true' : 'false');
+    modeButton.setAttribute('aria-label', asking ? 'Mode: Ask, answers without changes. Switch to Agent' : 'Mode: Agent, may edit and run commands. Switch to Ask');
+    modeButton.title = asking
+        ? 'Ask: answers only; the agent reads and searches, but edits nothing and runs no command. Click for Agent'
+        : 'Agent: the agent may edit files and run commands (each reviewed or asked). Click for Ask: answers only, no changes';
+    modeButton.classList.toggle('asking', asking);
+    input.placeholder = asking ? 'Ask a question… (answers only, no changes; # adds context)' : 'Ask the agent… (# adds context)';
+    noticeText.textContent = state.offline ?? '';
+    noticeActions.replaceChildren(...(state.offlineActions ?? []).map((choice, index) => button(choice.label, 'offlineAction', { text: choice.label, kind: index === 0 ? 'primary small' : 'secondary small', value: String(index) })));
     notice.hidden = !state.offline;
     const selection = state.selection ? selectionLabel(state.selection) : undefined;
     if (selection !== dismissed) {
         dismissed = undefined;
     }
     chips.replaceChildren(
-        ...(selection && !dismissed ? [chip(selection, 'selection', true)] : []),
+        ...(selection && !dismissed ? [chip(state.pinned ? `${selection} (pinned)` : selection, 'selection', true, selection, state.pinned ? 'unpinSelection' : undefined)] : []),
+        ...(state.problems ? [chip(state.problems.label, 'problems', true, state.problems.lines.join('\n'))] : []),
         ...state.files.map((file) => chip(file, 'file', true)),
     );
     chips.hidden = chips.childElementCount === 0;
+    queue.replaceChildren(
+        ...state.queued.map((entry) =>
+            h(
+                'li',
+                { class: `queued${entry.held ? ' held' : ''}`, 'aria-label': `Queued: ${entry.text}` },
+                icon(entry.why === 'server' ? 'debug-disconnect' : 'clock'),
+                h('span', { class: 'queued-why' }, entry.held ? 'held:' : entry.why === 'server' ? 'waits for the server:' : 'queued:'),
+                h('span', { class: 'queued-text', title: entry.text }, entry.text),
+                entry.held ? button(`Send the queued prompt now: ${entry.text}`, 'sendQueued', { icon: 'send', text: 'Send', kind: 'secondary small', key: entry.id }) : undefined,
+                button(`Remove the queued prompt: ${entry.text}`, 'unqueue', { icon: 'close', kind: 'icon-button', key: entry.id, title: 'Remove from the queue (back into the input)' }),
+            ),
+        ),
+    );
+    queue.hidden = state.queued.length === 0;
 }
 
 function sendPrompt(): void {
     const text = input.value;
-    if (!text.trim() || state.running) {
+    if (!text.trim()) {
         return;
     }
     const selection = state.selection ? selectionLabel(state.selection) : undefined;
@@ -459,6 +621,8 @@ function sendPrompt(): void {
     input.value = '';
     vscode.setState({ draft: '' });
     resize();
+    // What the user sends, they want to see: the view goes to the bottom and follows.
+    toBottom();
 }
 
 function resize(): void {
@@ -481,7 +645,7 @@ window.addEventListener('message', (event: MessageEvent<ToWebview>) => {
             state = message.state;
             prompts = new PromptHistory(message.prompts);
             drawState();
-            log.scrollTop = log.scrollHeight;
+            toBottom();
             break;
         }
         case 'upsert':
@@ -492,13 +656,10 @@ window.addEventListener('message', (event: MessageEvent<ToWebview>) => {
                 // What changed before comes first: the DOM never shows a later item beside an
                 // earlier one's stale state (the end of a turn beside its answer still streaming).
                 flushPending();
-                const stick = atBottom();
                 place(message.item, message.before);
                 welcome.hidden = true;
                 log.hidden = false;
-                if (stick) {
-                    log.scrollTop = log.scrollHeight;
-                }
+                arrived();
             }
             break;
         case 'append': {
@@ -527,6 +688,23 @@ window.addEventListener('message', (event: MessageEvent<ToWebview>) => {
         case 'focus':
             input.focus();
             break;
+        case 'draft':
+            // A prompt taken out of the queue: back in the input, after what is there.
+            input.value = input.value.trim() ? `${input.value.trimEnd()}\n${message.text}` : message.text;
+            vscode.setState({ draft: input.value });
+            resize();
+            input.focus();
+            break;
+        case 'tokenColors': {
+            const root = document.documentElement.style;
+            for (const [name, color] of Object.entries(message.colors)) {
+                root.setProperty(tokenVariable(name), color);
+            }
+            for (const [name, style] of Object.entries(message.styles)) {
+                root.setProperty(tokenVariable(name, 'style'), style.includes('italic') ? 'italic' : 'normal');
+            }
+            break;
+        }
     }
 });
 
@@ -556,6 +734,32 @@ document.addEventListener('click', (event) => {
         case 'insert':
             vscode.postMessage({ type: 'insert', text: code() });
             break;
+        case 'apply':
+            vscode.postMessage({ type: 'apply', text: code(), language: pressed.dataset.language ?? '' });
+            break;
+        case 'action':
+            vscode.postMessage({ type: 'action', key, index: Number(value) });
+            break;
+        case 'offlineAction':
+            vscode.postMessage({ type: 'offlineAction', index: Number(value) });
+            break;
+        case 'rewind':
+            vscode.postMessage({ type: 'rewind', turn: key });
+            break;
+        case 'unqueue':
+            vscode.postMessage({ type: 'unqueue', id: key });
+            break;
+        case 'sendQueued':
+            vscode.postMessage({ type: 'sendQueued', id: key });
+            break;
+        case 'removeProblems':
+            vscode.postMessage({ type: 'removeProblems' });
+            input.focus();
+            break;
+        case 'unpinSelection':
+            vscode.postMessage({ type: 'unpinSelection' });
+            input.focus();
+            break;
         case 'answer':
             vscode.postMessage({ type: 'answer', key, action: value });
             break;
@@ -583,7 +787,22 @@ send.addEventListener('click', sendPrompt);
 stop.addEventListener('click', () => vscode.postMessage({ type: 'stop' }));
 element('new').addEventListener('click', () => vscode.postMessage({ type: 'newSession' }));
 element('session').addEventListener('click', () => vscode.postMessage({ type: 'pickSession' }));
-element('attach').addEventListener('click', () => vscode.postMessage({ type: 'addFile' }));
+element('model').addEventListener('click', () => vscode.postMessage({ type: 'chooseModel' }));
+modeButton.addEventListener('click', () => vscode.postMessage({ type: 'setMode', mode: state.mode === 'ask' ? 'agent' : 'ask' }));
+element('attach').addEventListener('click', () => vscode.postMessage({ type: 'addContext' }));
+newMessages.addEventListener('click', () => {
+    toBottom();
+    input.focus();
+});
+
+/** Tell the extension where the keyboard is: a review opening then leaves it here. */
+function reportFocus(): void {
+    vscode.postMessage({ type: 'inputFocus', focused: document.hasFocus() && document.activeElement === input });
+}
+input.addEventListener('focus', reportFocus);
+input.addEventListener('blur', reportFocus);
+window.addEventListener('focus', reportFocus);
+window.addEventListener('blur', reportFocus);
 
 input.addEventListener('keydown', (event) => {
     if (event.isComposing) {
@@ -611,13 +830,14 @@ input.addEventListener('keydown', (event) => {
 });
 
 input.addEventListener('input', (event) => {
-    // `#` typed at the start of a word opens the file picker; the `#` is the picker's, not the prompt's.
+    // `#` typed at the start of a word opens the context picker (the selection, problems, a
+    // file); the `#` is the picker's, not the prompt's.
     const typed = (event as InputEvent).data;
     const at = input.selectionStart;
     if (typed === '#' && (at === 1 || /\s/.test(input.value.charAt(at - 2)))) {
         input.value = input.value.slice(0, at - 1) + input.value.slice(at);
         input.setSelectionRange(at - 1, at - 1);
-        vscode.postMessage({ type: 'addFile' });
+        vscode.postMessage({ type: 'addContext' });
     }
     vscode.setState({ draft: input.value });
     resize();
