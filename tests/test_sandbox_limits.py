@@ -113,3 +113,40 @@ async def test_a_disk_filler_is_stopped_past_the_workspace_budget(
     assert written < 40 * 16_000_000
     after = await box.bash("rm -f src/fill-*; echo cleaned")
     assert "cleaned" in after.text
+
+
+async def test_under_landlock_truncate_by_path_is_refused_and_through_a_descriptor_is_not(
+    root: Path, tmp_path: Path
+) -> None:
+    """Landlock before ABI 3 does not govern truncate(2) by path, so the wall's seccomp filter
+    refuses it everywhere: shown inside the workspace, where Landlock itself would allow it on
+    any ABI (outside, a newer kernel refuses it twice)."""
+    wall = probe_landlock()
+    if wall.kind != "landlock":
+        pytest.skip(f"no landlock here: {wall.reason}")
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep\n")
+    (root / "by-path.txt").write_text("keep\n")
+    (root / "by-descriptor.txt").write_text("drop\n")
+    script = (
+        "import os\n"
+        f"for path in ({str(outside)!r}, 'by-path.txt'):\n"
+        "    try:\n"
+        "        os.truncate(path, 0)\n"
+        "        print('TRUNCATED', path)\n"
+        "    except OSError as error:\n"
+        "        print('REFUSED', error.errno)\n"
+        "with open('by-descriptor.txt', 'r+') as file:\n"
+        "    file.truncate(0)\n"
+        "print('DESCRIPTOR DONE')\n"
+    )
+    (root / "cut.py").write_text(script)
+
+    result = await Box(root, wall).bash(f"{sys.executable} cut.py")
+
+    assert "DESCRIPTOR DONE" in result.text  # it ran
+    assert "TRUNCATED" not in result.text
+    assert result.text.count("REFUSED 13") == 2
+    assert outside.read_text() == "keep\n"
+    assert (root / "by-path.txt").read_text() == "keep\n"
+    assert (root / "by-descriptor.txt").read_text() == ""

@@ -18,7 +18,10 @@ Under the Landlock wall (`landlock=True`) there is no network namespace and no r
 - Landlock does not confine a file's metadata, and every file is readable: `chmod`, `chown`,
   extended attributes and setting times by path are refused everywhere (a root command could
   otherwise make `/etc/shadow` world-readable); setting times through an open descriptor stays
-  (`touch` of a file the command could open for writing: `utimensat` with no path).
+  (`touch` of a file the command could open for writing: `utimensat` with no path);
+- Landlock before ABI 3 (Linux 6.2) does not confine `truncate(2)` by path: a command could
+  empty any file the user can write. It is refused everywhere, whatever the ABI (tools truncate
+  through a descriptor they opened, `ftruncate`, which Landlock's write rights govern).
 """
 
 from __future__ import annotations
@@ -57,7 +60,8 @@ class _Calls:
     keyctl: int
     utimensat: int
     metadata: tuple[int, ...]
-    """chmod, chown, xattr and time-setting calls (by path or descriptor), utimensat aside."""
+    """chmod, chown, xattr and time-setting calls (by path or descriptor), utimensat aside, and
+    truncate by path."""
 
 
 _SYSCALLS = {
@@ -66,14 +70,15 @@ _SYSCALLS = {
         0xC000003E, 0xBFFFFFFF, 41, 425, 248, 249, 250, 280,
         # chmod fchmod chown fchown lchown utime utimes futimesat fchownat fchmodat fchmodat2,
         # setxattr lsetxattr fsetxattr removexattr lremovexattr fremovexattr, setxattrat
-        # removexattrat
+        # removexattrat, truncate
         (90, 91, 92, 93, 94, 132, 235, 261, 260, 268, 452, 188, 189, 190, 197, 198, 199, 463,
-         466),
+         466, 76),
     ),
     "aarch64": _Calls(
         0xC00000B7, 0xFFFFFFFF, 198, 425, 217, 218, 219, 88,
-        # fchmod fchmodat fchownat fchown fchmodat2, the xattr calls, setxattrat removexattrat
-        (52, 53, 54, 55, 452, 5, 6, 7, 14, 15, 16, 463, 466),
+        # fchmod fchmodat fchownat fchown fchmodat2, the xattr calls, setxattrat removexattrat,
+        # truncate
+        (52, 53, 54, 55, 452, 5, 6, 7, 14, 15, 16, 463, 466, 45),
     ),
 }  # fmt: skip
 
@@ -81,7 +86,8 @@ _SYSCALLS = {
 def seccomp_filter(machine: str, *, landlock: bool = False) -> bytes | None:
     """The classic-BPF seccomp program bwrap installs, for `platform.machine()`; None on
     machines whose syscall numbers are not known here (no filter there). `landlock=True`: the
-    Landlock wall's, which also refuses internet sockets and changes of metadata."""
+    Landlock wall's, which also refuses internet sockets, changes of metadata and truncate by
+    path."""
     calls = _SYSCALLS.get(machine)
     if calls is None or sys.byteorder != "little":
         return None
