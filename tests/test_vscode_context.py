@@ -251,6 +251,7 @@ WORKSPACE_SETTINGS = {
     "lspAgent.baseUrl": "http://127.0.0.1:9/v1",
     "lspAgent.provider": "anthropic",
     "lspAgent.mode": "auto",
+    "lspAgent.review": "auto",
     "lspAgent.permissions": [{"tool": "bash", "decision": "allow"}],
 }
 

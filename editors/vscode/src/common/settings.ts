@@ -44,7 +44,11 @@ export function serverSettings(scope?: vscode.ConfigurationScope): Record<string
 }
 
 export function reviewMode(): ReviewMode {
-    const value = vscode.workspace.getConfiguration(SETTINGS_SECTION).get<string>(REVIEW_SETTING, 'diff');
+    const inspected = vscode.workspace.getConfiguration(SETTINGS_SECTION).inspect<string>(REVIEW_SETTING);
+    const chosen = inspected?.workspaceFolderValue ?? inspected?.workspaceValue ?? inspected?.globalValue;
+    // A workspace may choose how an edit is reviewed, never that it is not: `auto` counts only
+    // from the user's own settings (a cloned repository's .vscode/settings.json cannot set it).
+    const value = chosen === 'auto' && inspected?.globalValue !== 'auto' ? inspected?.globalValue : chosen;
     return value === 'refactorPreview' || value === 'auto' ? value : 'diff';
 }
 
