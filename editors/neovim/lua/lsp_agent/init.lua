@@ -247,23 +247,33 @@ function M.cancel()
   cancel_turn(id, entry)
 end
 
---- Start a new conversation; the next questions continue it.
-function M.new_session()
+--- Run `command` (no arguments) on the current buffer's server once it is ready; `on_result`
+--- gets its answer with the client's id and state. An error answer is shown, nothing more.
+--- @param command string
+--- @param on_result fun(result: any, id: integer, entry: lsp_agent.ClientState)
+local function on_answer(command, on_result)
   local id, entry = current(true)
   if not id then
     return
   end
   client.when_ready(id, function(lsp_client)
-    client.execute(lsp_client, protocol.NEW_SESSION, nil, function(err, result)
+    client.execute(lsp_client, command, nil, function(err, result)
       if err then
         notify(err.message or tostring(err), vim.log.levels.ERROR)
         return
       end
-      entry.session = result.session
-      answer.note(entry, ("_new session %s_"):format(result.session))
-      chat.show_session(id, entry)
-      notify("new session " .. result.session)
+      on_result(result, id, entry)
     end)
+  end)
+end
+
+--- Start a new conversation; the next questions continue it.
+function M.new_session()
+  on_answer(protocol.NEW_SESSION, function(result, id, entry)
+    entry.session = result.session
+    answer.note(entry, ("_new session %s_"):format(result.session))
+    chat.show_session(id, entry)
+    notify("new session " .. result.session)
   end)
 end
 
@@ -320,41 +330,31 @@ end
 
 --- Pick a stored session with `vim.ui.select` and continue it.
 function M.sessions()
-  local id, entry = current(true)
-  if not id then
-    return
-  end
-  client.when_ready(id, function(lsp_client)
-    client.execute(lsp_client, protocol.SESSIONS, nil, function(err, result)
-      if err then
-        notify(err.message or tostring(err), vim.log.levels.ERROR)
+  on_answer(protocol.SESSIONS, function(result, id, entry)
+    if type(result) ~= "table" or #result == 0 then
+      notify("no sessions yet in this workspace: :LspAgent ask starts one")
+      return
+    end
+    vim.ui.select(result, {
+      prompt = "Resume an lsp-agent session",
+      kind = "lsp_agent.session",
+      format_item = function(item)
+        return session_line(item, entry.session)
+      end,
+    }, function(choice)
+      if not choice then
         return
       end
-      if type(result) ~= "table" or #result == 0 then
-        notify("no sessions yet in this workspace: :LspAgent ask starts one")
-        return
-      end
-      vim.ui.select(result, {
-        prompt = "Resume an lsp-agent session",
-        kind = "lsp_agent.session",
-        format_item = function(item)
-          return session_line(item, entry.session)
-        end,
-      }, function(choice)
-        if not choice then
-          return
-        end
-        entry.session = choice.session
-        chat.show_session(id, entry)
-        answer.note(
-          entry,
-          ("_resumed session %s: %s_"):format(choice.session, tostring(choice.title))
-        )
-        -- Once the list is gone from the screen (see model()).
-        vim.schedule(function()
-          vim.cmd("redraw")
-          notify("resumed session " .. choice.session)
-        end)
+      entry.session = choice.session
+      chat.show_session(id, entry)
+      answer.note(
+        entry,
+        ("_resumed session %s: %s_"):format(choice.session, tostring(choice.title))
+      )
+      -- Once the list is gone from the screen (see model()).
+      vim.schedule(function()
+        vim.cmd("redraw")
+        notify("resumed session " .. choice.session)
       end)
     end)
   end)
@@ -412,23 +412,13 @@ end
 --- Show the model, endpoint, sandbox and sessions in effect.
 --- @param callback fun(lines: string[])|nil receives the lines instead of showing them
 function M.show_status(callback)
-  local id, entry = current(true)
-  if not id then
-    return
-  end
-  client.when_ready(id, function(lsp_client)
-    client.execute(lsp_client, protocol.STATUS, nil, function(err, result)
-      if err then
-        notify(err.message or tostring(err), vim.log.levels.ERROR)
-        return
-      end
-      local lines = M.format_status(result, entry)
-      if callback then
-        callback(lines)
-      else
-        vim.notify(table.concat(lines, "\n"), vim.log.levels.INFO)
-      end
-    end)
+  on_answer(protocol.STATUS, function(result, _, entry)
+    local lines = M.format_status(result, entry)
+    if callback then
+      callback(lines)
+    else
+      vim.notify(table.concat(lines, "\n"), vim.log.levels.INFO)
+    end
   end)
 end
 
@@ -458,39 +448,29 @@ function M.model(name)
     M.set_model(vim.trim(name))
     return
   end
-  local id = current(true)
-  if not id then
-    return
-  end
-  client.when_ready(id, function(lsp_client)
-    client.execute(lsp_client, protocol.MODELS, nil, function(err, result)
-      if err then
-        notify(err.message or tostring(err), vim.log.levels.ERROR)
-        return
+  on_answer(protocol.MODELS, function(result)
+    local models = type(result) == "table" and type(result.models) == "table" and result.models
+      or {}
+    local in_effect = result.current ~= vim.NIL and result.current or nil
+    if #models == 0 then
+      notify(("%s lists no models: :LspAgent model {name} sets one"):format(result.baseUrl))
+      return
+    end
+    vim.ui.select(models, {
+      prompt = ("Model for lsp-agent (%s)"):format(tostring(result.baseUrl)),
+      kind = "lsp_agent.model",
+      format_item = function(item)
+        return (item == in_effect and "* " or "  ") .. item
+      end,
+    }, function(choice)
+      if choice and choice ~= in_effect then
+        -- Once the list is gone from the screen: said over it, the message would wait for
+        -- a key at a hit-enter prompt.
+        vim.schedule(function()
+          vim.cmd("redraw")
+          M.set_model(choice)
+        end)
       end
-      local models = type(result) == "table" and type(result.models) == "table" and result.models
-        or {}
-      local in_effect = result.current ~= vim.NIL and result.current or nil
-      if #models == 0 then
-        notify(("%s lists no models: :LspAgent model {name} sets one"):format(result.baseUrl))
-        return
-      end
-      vim.ui.select(models, {
-        prompt = ("Model for lsp-agent (%s)"):format(tostring(result.baseUrl)),
-        kind = "lsp_agent.model",
-        format_item = function(item)
-          return (item == in_effect and "* " or "  ") .. item
-        end,
-      }, function(choice)
-        if choice and choice ~= in_effect then
-          -- Once the list is gone from the screen: said over it, the message would wait for
-          -- a key at a hit-enter prompt.
-          vim.schedule(function()
-            vim.cmd("redraw")
-            M.set_model(choice)
-          end)
-        end
-      end)
     end)
   end)
 end
