@@ -147,8 +147,19 @@ def vscode(
                     workbench.open(server.url, workspace)
                 yield VSCode(server, workbench, page, tmp_path)
                 if request.session.testsfailed > failed_before:
+                    # What the model endpoint was asked, for a failure that turns on it.
+                    asked = [r.get("messages") for r in model.requests]
+                    (state_dir / "model-requests.json").write_text(
+                        json.dumps(asked, indent=1, default=str), encoding="utf-8"
+                    )
                     with capsys.disabled():
-                        harness.report_failure(server, workbench, tmp_path, request.node.nodeid)
+                        harness.report_failure(
+                            server,
+                            workbench,
+                            tmp_path,
+                            request.node.nodeid,
+                            also={"lsp-agent-state": state_dir},
+                        )
             finally:
                 browser.close()
     finally:

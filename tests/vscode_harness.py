@@ -477,9 +477,10 @@ FAILURES = CACHE / "vscode-failures"
 shared with every other run on the machine and only the last few are kept."""
 
 
-def keep_logs(server: CodeServer, name: str) -> Path:
+def keep_logs(server: CodeServer, name: str, also: Mapping[str, Path] | None = None) -> Path:
     """Copy what VS Code and code-server logged (the extension host's log, every output channel
-    with the extension's and the server's lines) to `FAILURES/<name>/`; its path."""
+    with the extension's and the server's lines) to `FAILURES/<name>/`, and the folders of
+    `also` under their names (the language server's state: its transcripts and log); its path."""
     kept = FAILURES / re.sub(r"[^\w.-]+", "_", name)[:150]
     shutil.rmtree(kept, ignore_errors=True)
     kept.mkdir(parents=True)
@@ -488,15 +489,23 @@ def keep_logs(server: CodeServer, name: str) -> Path:
     logs = server.user_data / "logs"
     if logs.is_dir():
         shutil.copytree(logs, kept / "logs", dirs_exist_ok=True)
+    for label, folder in (also or {}).items():
+        if folder.is_dir():
+            with contextlib.suppress(OSError, shutil.Error):
+                shutil.copytree(folder, kept / label, dirs_exist_ok=True, symlinks=True)
     return kept
 
 
 def report_failure(
-    server: CodeServer, workbench: Workbench | None, folder: Path, name: str | None = None
+    server: CodeServer,
+    workbench: Workbench | None,
+    folder: Path,
+    name: str | None = None,
+    also: Mapping[str, Path] | None = None,
 ) -> None:
     """Save a screenshot, keep the logs (under `FAILURES` when the test is named, else in
     `folder`) and print the tail of code-server's logs."""
-    kept = keep_logs(server, name) if name is not None else folder
+    kept = keep_logs(server, name, also) if name is not None else folder
     print(f"\n==== code-server logs, kept whole in {kept}")
     print(server.log_tail())
     if workbench is not None:
