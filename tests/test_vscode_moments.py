@@ -79,10 +79,19 @@ def test_a_streamed_code_block_keeps_the_models_lines_and_a_second_ask_never_cut
     busy.wait_for()
     assert workbench.notification_button("still working", "Cancel Turn").is_visible()
     assert not page.locator(".quick-input-widget", has_text="LSP Agent: Ask").is_visible()
+    # Read and closed: VS Code shows three toasts at most, and the turn's progress is one.
+    busy.hover()  # its close button shows under the pointer
+    busy.locator(".codicon-notifications-clear").click()
+    busy.wait_for(state="detached")
 
     # In a new session the user may ask at once: that answer waits for the running one.
     workbench.run_command("LSP Agent: New Session")
-    workbench.notification("new session").wait_for()
+    # Its own toast (the running turn's progress may still read "start a new session …").
+    started = workbench.notification("a new session started")
+    started.wait_for()
+    started.hover()
+    started.locator(".codicon-notifications-clear").click()
+    started.wait_for(state="detached")
     ask(vscode, "second question")
     workbench.notification("the answer to “second question” is ready").wait_for()
     assert "second question" not in vscode.output()
