@@ -154,7 +154,12 @@ def test_a_server_that_cannot_start_says_what_was_tried_and_leads_to_the_setting
     setting.locator("a", has_text="Edit in settings.json").click()
     page.locator(".tab.active", has_text="settings.json").wait_for()
     working = [sys.executable, "-m", "lsp_agent", "serve"]
-    replace_editor_text(vscode, json.dumps({"lspAgent.server.command": working}))
+    # VS Code adds the setting to the file first; the user's line replaces the whole.
+    replace_editor_text(
+        vscode,
+        json.dumps({"lspAgent.server.command": working}),
+        shown='"lspAgent.server.command"',
+    )
     ready(vscode, "no model")
 
     # No model is set: the failed turn's notification opens the setting it names.

@@ -210,7 +210,12 @@ def test_a_prompt_typed_while_the_server_is_missing_waits_and_goes_once_it_runs(
     setting.locator("a", has_text="Edit in settings.json").click()
     vscode.page.locator(".tab.active", has_text="settings.json").wait_for()
     working = [sys.executable, "-m", "lsp_agent", "serve"]
-    replace_editor_text(vscode, json.dumps({"lspAgent.server.command": working}))
+    # VS Code adds the setting to the file first; the user's line replaces the whole.
+    replace_editor_text(
+        vscode,
+        json.dumps({"lspAgent.server.command": working}),
+        shown='"lspAgent.server.command"',
+    )
     chat.locator(".item.answer", has_text="The server runs now.").wait_for()
     assert last_prompt(model.requests[0]) == "are you there?"
     assert chat.locator("#queue .queued").count() == 0

@@ -322,10 +322,16 @@ def add_file(vscode: VSCode, name: str) -> None:
     vscode.workbench.answer_input(name, "LSP Agent: Add a File as Context")
 
 
-def replace_editor_text(vscode: VSCode, text: str) -> None:
-    """Replace the text of the active editor with one line, as typed, and save it."""
+def replace_editor_text(vscode: VSCode, text: str, shown: str | None = None) -> None:
+    """Replace the text of the active editor with one line, as typed, and save it. `shown`:
+    text the editor must show first — an edit VS Code itself is making there ("Edit in
+    settings.json" adds the setting), which would otherwise land inside the typed line."""
     page = vscode.page
-    page.locator(".editor-instance .monaco-editor .view-lines").first.click()
+    lines = page.locator(".editor-instance .monaco-editor .view-lines").first
+    if shown is not None:
+        lines.filter(has_text=shown).wait_for()
+    lines.click()
+    page.locator(".editor-instance .monaco-editor.focused").first.wait_for()
     page.keyboard.press("Control+A")
     # One line (the editor indents each new line), and what it closed for the typed `{"` goes.
     page.keyboard.insert_text(text)
