@@ -221,6 +221,20 @@ def wait_until(condition: Any, timeout: float, what: str, interval: float = 0.2)
         time.sleep(interval)
 
 
+def machine_settings() -> frozenset[str]:
+    """The extension's settings of machine scope (package.json), which VS Code reads from the
+    Remote settings in a remote window such as code-server's."""
+    manifest = json.loads((EXTENSION / "package.json").read_text(encoding="utf-8"))
+    sections = manifest["contributes"]["configuration"]
+    sections = sections if isinstance(sections, list) else [sections]
+    return frozenset(
+        key
+        for section in sections
+        for key, schema in section["properties"].items()
+        if schema.get("scope") in ("machine", "machine-overridable")
+    )
+
+
 class CodeServer:
     """One code-server, isolated in `home` (user data, extensions, HOME, XDG dirs)."""
 
@@ -277,9 +291,21 @@ class CodeServer:
         ]
 
     def settings(self, values: Mapping[str, Any]) -> None:
-        """Write the user settings.json (merged over QUIET_SETTINGS)."""
-        path = self.user_data / "User" / "settings.json"
-        path.write_text(json.dumps({**QUIET_SETTINGS, **values}, indent=2), encoding="utf-8")
+        """Write the settings as a code-server user keeps them: the extension's machine settings
+        in the Remote settings (Machine/settings.json), the rest in the User settings.json
+        (merged over QUIET_SETTINGS).
+
+        A code-server window is a remote window, and VS Code applies a machine setting there
+        from the Remote settings only: one left in the User file is dropped once the extension's
+        settings are registered, so whether the extension saw it depended on which came first
+        (a window reload on a loaded machine lost `lspAgent.server.command` that way)."""
+        machine = machine_settings()
+        remote = {key: value for key, value in values.items() if key in machine}
+        user = {key: value for key, value in values.items() if key not in machine}
+        for folder, content in (("User", {**QUIET_SETTINGS, **user}), ("Machine", remote)):
+            (self.user_data / folder).mkdir(parents=True, exist_ok=True)
+            path = self.user_data / folder / "settings.json"
+            path.write_text(json.dumps(content, indent=2), encoding="utf-8")
 
     def install_extension(self, vsix: Path) -> None:
         out = _run(
