@@ -746,6 +746,33 @@ def test_the_chat_prompt_names_files_with_hash_buffer_and_hash_file_completed(
     assert len(model.requests) == 1
 
 
+def test_hash_codebase_is_completed_and_the_model_gets_the_files_that_match(
+    terminal_for: Callable[..., Terminal], model: ScriptedModel, workspace: Path
+) -> None:
+    model.add(reply("In hello.py."))
+    term = terminal_for("hello.py")
+    wait_until("hello.py open", lambda: term.current_file() == "hello.py", term)
+    term.type(":LspAgent chat\n")
+    wait_until("the chat input, in insert mode", lambda: term.chat_input_current(), term)
+
+    term.type("where do we `greet`? #cod")
+    term.keys("C-x", "C-o")  # the one match is taken
+    wait_until("#codebase completed", lambda: "#codebase\n" in term.screen(), term)
+    wait_until(
+        "the prompt",
+        lambda: term.chat("input") == ["where do we `greet`? #codebase"],
+        term,
+    )
+    term.keys("C-s")
+
+    wait_until("the answer", lambda: "In hello.py." in term.chat("conversation"), term)
+    asked = user_message(model.requests[0])
+    assert asked.startswith("where do we `greet`? #codebase\n\nThe user added #codebase")
+    assert "hello.py\n  1: def greet():" in asked
+    # The search shows in the conversation as the tool line it is.
+    assert "  ✓ 1 file matches greet; 1 shown" in term.chat("conversation")
+
+
 def test_lsp_agent_model_chooses_from_the_endpoints_models(
     terminal_for: Callable[..., Terminal], model: ScriptedModel
 ) -> None:

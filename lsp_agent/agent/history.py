@@ -132,6 +132,19 @@ def _event(
                 called["permission"] = record["permission"]
             if record.get("hunks"):
                 called["hunks"] = record["hunks"]
+    elif kind == "codebase":
+        # `#codebase`: the search made before the first model call, shown as the search it is.
+        items.append(
+            {
+                "type": "tool",
+                "turn": turn,
+                "name": "search",
+                "args": {"codebase": True, "terms": record.get("terms", [])},
+                "ok": record.get("ok"),
+                "summary": record.get("summary"),
+                "result": record.get("result", ""),
+            }
+        )
     elif kind == "applied":
         items.append(
             {

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lsp_agent.agent.codebase import asked as asked_codebase
 from lsp_agent.agent.conversation import Selection, Session, TurnResult, cost, used
 from lsp_agent.agent.endpoint import KeyCheckedProvider, KeyGate
 from lsp_agent.agent.history import conversation
@@ -265,8 +266,10 @@ class Agent:
         session_id: str | None = None,
         selection: Selection | None = None,
         mode: str | None = None,
+        codebase: bool = False,
     ) -> Session:
-        """Start a turn on a session; raises `UserError` when it cannot start."""
+        """Start a turn on a session; raises `UserError` when it cannot start. `codebase`, or
+        `#codebase` in the prompt: the prompt's terms are searched in the workspace first."""
         require_model(self.settings)
         session = self.session(session_id)
         if session.running:
@@ -276,7 +279,10 @@ class Agent:
             )
         # `ask`: an answer without changes; edits (none are offered) would be reviewed.
         review = (mode or self.settings.mode) in ("review", "ask")
-        turn = Turn(self, session, prompt, selection, review=review, ask=mode == "ask")
+        searched = codebase or asked_codebase(prompt)
+        turn = Turn(
+            self, session, prompt, selection, review=review, ask=mode == "ask", codebase=searched
+        )
         session.task = asyncio.create_task(turn.run())
         return session
 
@@ -296,9 +302,10 @@ class Agent:
         session_id: str | None = None,
         selection: Selection | None = None,
         mode: str | None = None,
+        codebase: bool = False,
     ) -> TurnResult:
         """Run one turn and return how it ended."""
-        return await self.wait(self.start(prompt, session_id, selection, mode))
+        return await self.wait(self.start(prompt, session_id, selection, mode, codebase))
 
     async def workspace_document(self, path: Path) -> Document:
         """A file as the editor shows it: the open buffer, else the disk."""

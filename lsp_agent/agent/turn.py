@@ -19,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from lsp_agent.agent import codebase
 from lsp_agent.agent.conversation import Selection, Session, TurnResult, added, cost
 from lsp_agent.agent.history import RESULT_CHARS
 from lsp_agent.agent.instructions import ChangeWatch
@@ -26,6 +27,7 @@ from lsp_agent.config import Settings
 from lsp_agent.context.layers import ContextEvent, before_call, end_of_turn
 from lsp_agent.context.reminder import reminder_message
 from lsp_agent.context.view import build_request
+from lsp_agent.errors import ToolError
 from lsp_agent.messages import Reply, ToolCall, Usage, estimate_tokens
 from lsp_agent.model import TOOL_MODELS, Provider, ProviderError
 from lsp_agent.port import EditorPort
@@ -110,11 +112,14 @@ class Turn:
         *,
         review: bool,
         ask: bool = False,
+        codebase: bool = False,
     ) -> None:
         self.agent = agent
         self.session = session
         self.prompt = prompt
         self.selection = selection
+        self.codebase = codebase
+        """The user added `#codebase`: the workspace is searched for the prompt's terms first."""
         session.turns += 1
         self.number = session.turns
         """1-based, counted over the session's life."""
@@ -160,7 +165,10 @@ class Turn:
         status, error = COMPLETED, None
         try:
             self._announce()
-            message = {"role": "user", "content": self._user_text()}
+            text = self._user_text()
+            if self.codebase:
+                text += "\n\n" + await self._search_codebase()
+            message = {"role": "user", "content": text}
             self._check_fits(message)
             session.append(message)
             # The session's first turn starts its MCP servers and fixes its tool list.
@@ -441,6 +449,31 @@ class Turn:
         )
         self.emit("status", status=status, **({"error": error} if error else {}))
         return TurnResult(session.id, status, self.answer, self.tools.counts, error)
+
+    async def _search_codebase(self) -> str:
+        """`#codebase`: the prompt's terms searched in the workspace, shown to the editor as a
+        search and kept in the transcript; the text for the user message."""
+        terms = codebase.terms(self.prompt)
+        self.emit("tool", name="search", args={"codebase": True, "terms": terms})
+        try:
+            found = await codebase.search(self.agent.workspace, self.prompt)
+            text, summary, ok = found.text, found.summary, True
+        except ToolError as error:
+            text = f"The user added #codebase, but searching the workspace failed: {error}"
+            summary, ok = str(error)[:200], False
+        self.emit("toolResult", name="search", ok=ok, summary=summary, result=text[:RESULT_CHARS])
+        self.session.transcript.append(
+            {
+                "type": "event",
+                "kind": "codebase",
+                "turn": self.number,
+                "terms": terms,
+                "ok": ok,
+                "summary": summary,
+                "result": text[:RESULT_CHARS],
+            }
+        )
+        return text
 
     def _user_text(self) -> str:
         selection = self.selection

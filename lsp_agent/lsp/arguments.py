@@ -44,6 +44,9 @@ class AskArguments:
     `ask`: an answer without changes (no edit or command is offered to the model)."""
     folder: str | None = None
     """The workspace folder to run in (a URI), when the editor has several open."""
+    codebase: bool = False
+    """The user added `#codebase`: the workspace is searched for the prompt's terms and what
+    matches goes to the model with the prompt."""
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,7 @@ def single_object(command: str, arguments: Sequence[Any]) -> dict[str, Any]:
 
 ASK_SHAPE = (
     'the prompt as a string, or one object {"prompt": "...", "session"?, "uri"?, "range"?, '
-    '"mode"?, "folder"?}'
+    '"mode"?, "folder"?, "codebase"?}'
 )
 
 
@@ -131,7 +134,12 @@ def ask_arguments(command: str, arguments: Sequence[Any]) -> AskArguments:
             raise ArgumentError("range needs uri: say which document the range is in")
         selection = _range(raw["range"], "range")
     folder = _string(raw, "folder")
-    return AskArguments(prompt, _string(raw, "session"), uri, selection, mode, folder)
+    codebase = raw.get("codebase", False)
+    if not isinstance(codebase, bool):
+        raise ArgumentError(
+            "codebase must be a boolean: true searches the workspace for the prompt's terms first"
+        )
+    return AskArguments(prompt, _string(raw, "session"), uri, selection, mode, folder, codebase)
 
 
 def undo_arguments(arguments: Sequence[Any]) -> UndoArguments:

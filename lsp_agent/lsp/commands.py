@@ -378,7 +378,10 @@ async def _start_turn(ls: AgentServer, args: AskArguments) -> tuple[Agent, Sessi
     if args.uri is not None:
         selection = await _selection(ls, agent, args)
     await _user_errors_async(ls, agent.load(args.session))
-    session = _user_errors(ls, lambda: agent.start(args.prompt, args.session, selection, args.mode))
+    session = _user_errors(
+        ls,
+        lambda: agent.start(args.prompt, args.session, selection, args.mode, args.codebase),
+    )
     return agent, session
 
 

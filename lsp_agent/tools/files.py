@@ -159,22 +159,7 @@ async def search(
     scope = _scope(rel, glob)
     if not target.is_dir() and not _glob_matches(rel, glob):
         return f"no matches for {pattern!r} in {scope}: the file does not match the glob"
-    kept: list[tuple[str, int, str]] = []
-
-    def take(line: bytes) -> None:
-        if len(kept) < max_matches:
-            kept.append(_parse_match(line))
-
-    scan = await _scan(
-        search_argv(find_rg(), pattern, _rg_path(rel), glob),
-        ws.root,
-        take,
-        select=_MATCH_PREFIX,
-        limit=max_matches + COUNT_LIMIT,
-        timeout=timeout,
-    )
-    if scan.failed and scan.found == 0:
-        raise _rg_failure(scan.errors, pattern, glob)
+    kept, scan = await _matches(ws, pattern, rel, glob, max_matches, timeout)
     if scan.found == 0:
         if scan.stopped:
             raise ToolError(
@@ -195,6 +180,39 @@ async def search(
         scan,
         "the pattern or path (or use glob)",
     )
+
+
+async def matches(
+    ws: Workspace, pattern: str, *, max_matches: int, timeout: float = RG_TIMEOUT
+) -> list[tuple[str, int, str]]:
+    """The first `max_matches` matches of `pattern` in the workspace, as (path, line, text)
+    sorted by path and line, with `search()`'s exclusions; none when ripgrep was stopped
+    before it found any. An invalid pattern is a ToolError quoting ripgrep."""
+    kept, _ = await _matches(ws, pattern, "", None, max_matches, timeout)
+    kept.sort(key=lambda match: (match[0], match[1]))
+    return kept
+
+
+async def _matches(
+    ws: Workspace, pattern: str, rel: str, glob: str | None, max_matches: int, timeout: float
+) -> tuple[list[tuple[str, int, str]], _Scan]:
+    kept: list[tuple[str, int, str]] = []
+
+    def take(line: bytes) -> None:
+        if len(kept) < max_matches:
+            kept.append(_parse_match(line))
+
+    scan = await _scan(
+        search_argv(find_rg(), pattern, _rg_path(rel), glob),
+        ws.root,
+        take,
+        select=_MATCH_PREFIX,
+        limit=max_matches + COUNT_LIMIT,
+        timeout=timeout,
+    )
+    if scan.failed and scan.found == 0:
+        raise _rg_failure(scan.errors, pattern, glob)
+    return kept, scan
 
 
 async def list_files(

@@ -97,6 +97,16 @@ export interface AskArguments {
     range?: Range;
     /** `ask`: an answer without changes (the model is offered no edit or command). */
     mode?: 'review' | 'auto' | 'ask';
+    /** `#codebase`: the server searches the workspace for the prompt's terms first. */
+    codebase?: boolean;
+}
+
+export const CODEBASE = '#codebase';
+const CODEBASE_WORD = /(^|\s)#codebase(?=\s|$)/;
+
+/** Whether a prompt asks for `#codebase` (the chat's chip puts it first; Ask… may type it). */
+export function asksCodebase(prompt: string): boolean {
+    return CODEBASE_WORD.test(prompt);
 }
 
 /** What `lspAgent.models` answers: the endpoint's models and the one in effect. */

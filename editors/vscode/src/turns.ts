@@ -21,6 +21,7 @@ import {
     AgentEvent,
     ASK,
     AskArguments,
+    asksCodebase,
     AskResult,
     CANCEL,
     NEW_SESSION,
@@ -248,6 +249,9 @@ export class Turns {
         }
         if (options.mode) {
             question.mode = options.mode;
+        }
+        if (asksCodebase(prompt)) {
+            question.codebase = true;
         }
         const turn: Running = {
             prompt,

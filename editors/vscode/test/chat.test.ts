@@ -6,6 +6,7 @@ import { errorActions } from '../src/chat/actions';
 import { placeCode } from '../src/chat/apply';
 import { ChatItem, ChatModel, editOutcome, proposalDiff, splitContext, withContext } from '../src/chat/model';
 import { classColors, parseJsonc, styleOf } from '../src/chat/tokens';
+import { asksCodebase } from '../src/protocol';
 import type { AgentEvent, HistoryItem } from '../src/protocol';
 
 const ROOT = '/work/project';
@@ -342,7 +343,7 @@ describe('context', () => {
     it('goes along with the prompt and comes back as chips', () => {
         const prompt = withContext('explain this', { files: ['src/a.py', 'docs/b c.md'], problems: [] });
         assert.equal(prompt, 'explain this\n\nFiles the user added as context (read them): `src/a.py`, `docs/b c.md`');
-        assert.deepEqual(splitContext(prompt), { text: 'explain this', files: ['src/a.py', 'docs/b c.md'], problems: [] });
+        assert.deepEqual(splitContext(prompt), { text: 'explain this', files: ['src/a.py', 'docs/b c.md'], problems: [], codebase: false });
         assert.equal(withContext('hi', { files: [], problems: [] }), 'hi');
     });
 
@@ -354,12 +355,22 @@ describe('context', () => {
             'fix it\n\nProblems the user added as context:\n- a.py:3:5 error: x is not defined (pyflakes)\n\n' +
                 'Files the user added as context (read them): `a.py`',
         );
-        assert.deepEqual(splitContext(prompt), { text: 'fix it', ...added });
+        assert.deepEqual(splitContext(prompt), { text: 'fix it', ...added, codebase: false });
     });
 
     it('leaves a prompt alone that only mentions the words', () => {
         const prompt = 'Files the user added as context (read them): are listed where?';
-        assert.deepEqual(splitContext(prompt), { text: prompt, files: [], problems: [] });
+        assert.deepEqual(splitContext(prompt), { text: prompt, files: [], problems: [], codebase: false });
+    });
+
+    it('puts #codebase first, once, and the server is asked to search', () => {
+        const prompt = withContext('where do we retry?', { files: ['a.py'], problems: [], codebase: true });
+        assert.ok(prompt.startsWith('#codebase where do we retry?\n\n'));
+        assert.deepEqual(splitContext(prompt), { text: 'where do we retry?', files: ['a.py'], problems: [], codebase: true });
+        assert.equal(withContext(prompt.split('\n')[0] as string, { files: [], problems: [], codebase: true }), '#codebase where do we retry?');
+        assert.ok(asksCodebase(prompt));
+        assert.ok(asksCodebase('where is #codebase retry'), 'typed in Ask…');
+        assert.ok(!asksCodebase('see issue#codebase or #codebases'));
     });
 });
 

@@ -89,8 +89,9 @@ function M.workspace_files(root)
   return files
 end
 
---- The completion items for `base` (what is typed from the `#`): `#buffer`, and `#file:` with
---- each workspace file whose path contains what follows it.
+--- The completion items for `base` (what is typed from the `#`): `#buffer`, `#codebase` (the
+--- server searches the workspace for the prompt's terms), and `#file:` with each workspace file
+--- whose path contains what follows it.
 --- @param base string
 --- @param root string
 --- @param buffer_name string|nil the file `#buffer` stands for now
@@ -102,6 +103,9 @@ function M.complete(base, root, buffer_name)
       word = "#buffer",
       menu = buffer_name and ("the file you were in: " .. buffer_name) or "the file you were in",
     }
+  end
+  if vim.startswith("#codebase", base) then
+    items[#items + 1] = { word = "#codebase", menu = "search the workspace for the prompt's terms" }
   end
   if vim.startswith("#file:", base) or vim.startswith(base, "#file:") then
     local wanted = base:match("^#file:(.*)$") or ""

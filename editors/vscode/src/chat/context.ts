@@ -1,7 +1,8 @@
 /**
  * What the chat's next prompt carries besides its text: the selection (the file the user is in,
  * followed as they move, or pinned with `#selection`), files (`#file`) and problems
- * (`#problems`), and the `#` picker that adds them.
+ * (`#problems`), `#codebase` (the workspace searched for the prompt's terms), and the `#`
+ * picker that adds them.
  */
 import * as path from 'node:path';
 import * as vscode from 'vscode';
@@ -29,6 +30,8 @@ export class PromptContext implements vscode.Disposable {
     files: string[] = [];
     /** Problems added with `#problems`. */
     problems: { label: string; lines: string[] } | undefined;
+    /** `#codebase` added: the server searches the workspace for the prompt's terms first. */
+    codebase = false;
     private readonly disposables: vscode.Disposable[] = [];
 
     /** `changed`: what the chip row shows changed. */
@@ -79,11 +82,17 @@ export class PromptContext implements vscode.Disposable {
         this.changed();
     }
 
+    removeCodebase(): void {
+        this.codebase = false;
+        this.changed();
+    }
+
     /** What was added for the prompt being sent; the next one starts without it. */
     take(): AddedContext {
-        const added = { files: [...this.files], problems: [...(this.problems?.lines ?? [])] };
+        const added = { files: [...this.files], problems: [...(this.problems?.lines ?? [])], codebase: this.codebase };
         this.files = [];
         this.problems = undefined;
+        this.codebase = false;
         this.pinned = undefined;
         this.changed();
         return added;
@@ -122,6 +131,17 @@ export class PromptContext implements vscode.Disposable {
                 label: '$(warning) Problems in the Workspace',
                 description: `${total}`,
                 run: () => this.addProblems(`problems (${total})`, everywhere),
+            });
+        }
+        if (!this.codebase) {
+            items.push({
+                label: '$(search) Codebase',
+                description: 'search the workspace for your prompt',
+                detail: "The files that match the prompt's terms go along with it (what .gitignore leaves out is not searched)",
+                run: () => {
+                    this.codebase = true;
+                    this.changed();
+                },
             });
         }
         items.push({ label: '$(file) File…', description: 'a file of the workspace', run: () => this.pickFile() });

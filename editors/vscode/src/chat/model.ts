@@ -8,6 +8,7 @@
  */
 import { diffLines } from '../edits';
 import { addUsage, describeArguments, displayUri, emptyUsage, Usage } from '../events';
+import { CODEBASE } from '../protocol';
 import type { AgentEvent, HistoryItem, HunkFact, QuestionState } from '../protocol';
 
 /** Tools whose calls propose edits: they show as edit cards. */
@@ -60,6 +61,8 @@ export interface PromptItem extends Base {
     files: string[];
     /** Problems added as context with `#problems`, one line each. */
     problems: string[];
+    /** `#codebase`: the workspace was searched for the prompt's terms first. */
+    codebase: boolean;
     selection?: SelectionRef;
     /** Asked in ask mode: an answer without changes. */
     mode?: 'ask';
@@ -166,15 +169,22 @@ export interface Summary {
 const CONTEXT_FILES_LEAD = 'Files the user added as context (read them):';
 const CONTEXT_PROBLEMS_LEAD = 'Problems the user added as context:';
 
-/** What the user added to a prompt with `#`: files (paths) and problems (one line each). */
+/**
+ * What the user added to a prompt with `#`: files (paths), problems (one line each), and
+ * `#codebase` (the server searches the workspace for the prompt's terms first).
+ */
 export interface AddedContext {
     files: readonly string[];
     problems: readonly string[];
+    codebase?: boolean;
 }
 
-/** The prompt as sent: what the user typed, then the problems and the files they added with `#`. */
+/**
+ * The prompt as sent: `#codebase` first when added, what the user typed, then the problems and
+ * the files they added with `#`.
+ */
 export function withContext(text: string, added: AddedContext): string {
-    let prompt = text;
+    let prompt = added.codebase && !text.startsWith(`${CODEBASE} `) ? `${CODEBASE} ${text}` : text;
     if (added.problems.length > 0) {
         prompt += `\n\n${CONTEXT_PROBLEMS_LEAD}\n${added.problems.map((line) => `- ${line}`).join('\n')}`;
     }
@@ -185,8 +195,9 @@ export function withContext(text: string, added: AddedContext): string {
 }
 
 /** The inverse of `withContext`: what the user typed, and what they added. */
-export function splitContext(prompt: string): { text: string; files: string[]; problems: string[] } {
-    let text = prompt;
+export function splitContext(prompt: string): { text: string; files: string[]; problems: string[]; codebase: boolean } {
+    const codebase = prompt.startsWith(`${CODEBASE} `);
+    let text = codebase ? prompt.slice(CODEBASE.length + 1) : prompt;
     let files: string[] = [];
     const at = text.lastIndexOf(`\n\n${CONTEXT_FILES_LEAD} `);
     if (at >= 0) {
@@ -206,7 +217,7 @@ export function splitContext(prompt: string): { text: string; files: string[]; p
             text = text.slice(0, from);
         }
     }
-    return { text, files, problems };
+    return { text, files, problems, codebase };
 }
 
 /**
@@ -463,8 +474,8 @@ export class ChatModel {
     /** A turn starts (from the chat, the palette, a code action, another client): its prompt. */
     beginTurn(prompt: string, selection?: SelectionRef, mode?: 'ask'): Change {
         this.live = { turn: this.lastTurn() + 1, usage: emptyUsage() };
-        const { text, files, problems } = splitContext(prompt);
-        const item = this.add<PromptItem>({ kind: 'prompt', turn: this.live.turn, text, files, problems, selection, mode, rewind: false });
+        const { text, files, problems, codebase } = splitContext(prompt);
+        const item = this.add<PromptItem>({ kind: 'prompt', turn: this.live.turn, text, files, problems, codebase, selection, mode, rewind: false });
         this.title ??= text;
         return { upsert: [item, ...this.refreshUndo()], remove: [] };
     }
@@ -721,12 +732,12 @@ export class ChatModel {
         const turn = item.turn;
         switch (item.type) {
             case 'prompt': {
-                const { text, files, problems } = splitContext(item.text ?? '');
+                const { text, files, problems, codebase } = splitContext(item.text ?? '');
                 const selection = item.selection
                     ? { path: item.selection.path, startLine: item.selection.startLine || undefined, endLine: item.selection.endLine || undefined }
                     : undefined;
                 const mode = item.mode === 'ask' ? 'ask' : undefined;
-                this.add<PromptItem>({ kind: 'prompt', turn, text, files, problems, selection, mode, rewind: false });
+                this.add<PromptItem>({ kind: 'prompt', turn, text, files, problems, codebase, selection, mode, rewind: false });
                 break;
             }
             case 'answer':

@@ -326,6 +326,9 @@ export class ChatView implements TurnView, vscode.WebviewViewProvider, vscode.We
             case 'removeProblems':
                 this.prompt.removeProblems();
                 break;
+            case 'removeCodebase':
+                this.prompt.removeCodebase();
+                break;
             case 'unpinSelection':
                 this.prompt.unpin();
                 break;
@@ -670,6 +673,7 @@ export class ChatView implements TurnView, vscode.WebviewViewProvider, vscode.We
             pinned: this.prompt.isPinned,
             files: [...this.prompt.files],
             problems: this.prompt.problems,
+            codebase: this.prompt.codebase,
             queued,
         };
     }

@@ -37,6 +37,8 @@ export interface ChatState {
     files: string[];
     /** Problems added with `#`, for the next prompt: the chip's label and the lines. */
     problems?: { label: string; lines: string[] };
+    /** `#codebase` added for the next prompt. */
+    codebase: boolean;
     /** Prompts waiting to be sent. */
     queued: QueuedPrompt[];
 }
@@ -69,6 +71,7 @@ export type FromWebview =
     | { type: 'addContext' }
     | { type: 'removeFile'; path: string }
     | { type: 'removeProblems' }
+    | { type: 'removeCodebase' }
     /** The selection chip's ×: unpins a pinned selection. */
     | { type: 'unpinSelection' }
     | { type: 'answer'; key: number; action: string }

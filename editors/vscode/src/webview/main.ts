@@ -46,6 +46,7 @@ let state: ChatState = {
     running: false,
     summary: { usage: { calls: 0, inputTokens: 0, cachedTokens: 0, outputTokens: 0 } },
     files: [],
+    codebase: false,
     mode: 'agent',
     pinned: false,
     queued: [],
@@ -183,10 +184,11 @@ function render(item: ChatItem): HTMLElement {
 
 function prompt(item: PromptItem): HTMLElement {
     const context =
-        item.selection || item.files.length > 0 || item.problems.length > 0
+        item.selection || item.files.length > 0 || item.problems.length > 0 || item.codebase
             ? h(
                   'div',
                   { class: 'chips', 'aria-label': 'Context sent with the prompt' },
+                  item.codebase ? chip('#codebase', 'codebase', false, "The workspace was searched for the prompt's terms first") : undefined,
                   item.selection ? chip(selectionLabel(item.selection), 'selection') : undefined,
                   item.problems.length > 0 ? chip(`problems (${item.problems.length})`, 'problems', false, item.problems.join('\n')) : undefined,
                   ...item.files.map((file) => chip(file, 'file')),
@@ -215,10 +217,11 @@ function prompt(item: PromptItem): HTMLElement {
     );
 }
 
-const CHIP_ICONS: Record<string, string> = { selection: 'selection', file: 'file', problems: 'warning' };
+const CHIP_ICONS: Record<string, string> = { selection: 'selection', file: 'file', problems: 'warning', codebase: 'search' };
+const CHIP_REMOVE: Record<string, string> = { selection: 'dropSelection', problems: 'removeProblems', codebase: 'removeCodebase' };
 
-function chip(text: string, kind: 'selection' | 'file' | 'problems', removable = false, title = text, action?: string): HTMLElement {
-    const remove = action ?? (kind === 'selection' ? 'dropSelection' : kind === 'problems' ? 'removeProblems' : 'removeFile');
+function chip(text: string, kind: 'selection' | 'file' | 'problems' | 'codebase', removable = false, title = text, action?: string): HTMLElement {
+    const remove = action ?? CHIP_REMOVE[kind] ?? 'removeFile';
     return h(
         'span',
         { class: `chip chip-${kind}`, title },
@@ -590,6 +593,7 @@ function drawState(): void {
     }
     chips.replaceChildren(
         ...(selection && !dismissed ? [chip(state.pinned ? `${selection} (pinned)` : selection, 'selection', true, selection, state.pinned ? 'unpinSelection' : undefined)] : []),
+        ...(state.codebase ? [chip('#codebase', 'codebase', true, "The workspace is searched for your prompt's terms first")] : []),
         ...(state.problems ? [chip(state.problems.label, 'problems', true, state.problems.lines.join('\n'))] : []),
         ...state.files.map((file) => chip(file, 'file', true)),
     );
@@ -754,6 +758,10 @@ document.addEventListener('click', (event) => {
             break;
         case 'removeProblems':
             vscode.postMessage({ type: 'removeProblems' });
+            input.focus();
+            break;
+        case 'removeCodebase':
+            vscode.postMessage({ type: 'removeCodebase' });
             input.focus();
             break;
         case 'unpinSelection':
