@@ -230,7 +230,7 @@ class Gate:
             text=text,
             actions=actions,
             timeoutSeconds=limit,
-            sessionCovers=covers,
+            **({"sessionCovers": covers} if covers else {}),
         )
         try:
             answer = await asyncio.wait_for(self.port.ask_user(text, actions), limit)
