@@ -183,13 +183,13 @@ def test_a_code_block_is_applied_to_the_file_as_an_edit_the_user_reviews(
 
 
 @pytest.mark.timeout(600)
-def test_ctrl_i_on_a_selection_asks_about_it_and_the_change_comes_back_for_review(
+def test_ctrl_i_on_a_selection_is_reviewed_in_place_under_the_lines_while_the_user_types_on(
     vscode: VSCode, model: ScriptedModel, workspace: Path
 ) -> None:
     model.add(
         tool_call("read_file", {"path": "hello.py"}),
         tool_call("edit_file", {"path": "hello.py", "old": '"hello"', "new": '"hello, world"'}),
-        reply("Done."),
+        reply("Done: it greets the world."),
     )
     page, workbench = vscode.page, vscode.workbench
     ready(vscode)
@@ -200,17 +200,41 @@ def test_ctrl_i_on_a_selection_asks_about_it_and_the_change_comes_back_for_revie
     page.keyboard.press("Shift+End")
 
     page.keyboard.press("Control+I")
-    workbench.answer_input("make it friendlier", "LSP Agent: Edit Selection (hello.py, lines 2-2)")
-    page.locator(".tab", has_text="hello.py ↔ proposed").wait_for()
-    page.locator(".monaco-diff-editor .modified", has_text='"hello, world"').wait_for()
-    page.keyboard.press("Control+Alt+Enter")  # Accept Edit, from wherever the keyboard is
+    workbench.answer_input("make it friendlier", "LSP Agent: Edit Selection (hello.py, lines 2)")
+    # The proposal comes back under the lines, in the file's own editor: no diff editor opens.
+    thread = page.locator(".review-widget", has_text="make it friendlier")
+    thread.locator(".review-title", has_text="Review the change: Accept or Reject").wait_for()
+    body = thread.locator(".comment-body").last
+    assert '-    return "hello"' in body.inner_text()
+    assert '+    return "hello, world"' in body.inner_text()
+    assert page.locator(".tab", has_text="↔ proposed").count() == 0
+
+    # The user goes on typing in the file, below: the review follows their text, and their
+    # line is never shown as one the change removes.
+    page.locator(".editor-instance .monaco-editor .view-lines").first.click()
+    page.keyboard.press("Control+End")
+    page.keyboard.type("# mine")
+    thread.locator(".comment-body", has_text="@@ -1,3 +1,3 @@").wait_for()
+    assert "-# mine" not in body.inner_text()
+    assert '+    return "hello, world"' in body.inner_text()
+    vscode.save_media(workbench.screenshot(vscode.shots / "edit-selection.png"))
+
+    thread.get_by_role("button", name="Accept Edit").click()
+    thread.locator(".comment-body", has_text="Applied (1 edit).").wait_for()
+    assert "Done: it greets the world." in thread.inner_text()
+    # The turn was shown in the chat too, with the lines it was about.
     turns_ended(chat, 1)
     assert chat.locator(".item.prompt .chip-selection", has_text="hello.py:2").count() == 1
     asked = last_prompt(model.requests[0])
     assert asked.startswith("make it friendlier\n\nThe user is looking at hello.py, line 2:")
     assert 'return "hello"' in asked
+
     file_tab(vscode, "hello.py").click()
     page.keyboard.press("Control+S")
     harness.wait_until(
-        lambda: (workspace / "hello.py").read_text() == FRIENDLIER, 30, "hello.py edited"
+        lambda: (workspace / "hello.py").read_text() == FRIENDLIER + "# mine",
+        30,
+        "hello.py edited, with the user's line",
     )
+    thread.get_by_role("button", name="Close").click()
+    thread.wait_for(state="detached")

@@ -226,3 +226,23 @@ function middleHunks(a: string[], b: string[]): Hunk[] {
     close();
     return hunks;
 }
+
+/** `before` → `after` as a unified diff: each change with a line of context either side. */
+export function unifiedDiff(before: string, after: string): string {
+    const split = (text: string): string[] => (text === '' ? [] : text.replace(/\n$/, '').split('\n'));
+    const a = split(before);
+    const b = split(after);
+    const out: string[] = [];
+    for (const hunk of diffLines(a, b)) {
+        const from = Math.max(0, hunk.aStart - 1);
+        const to = Math.min(a.length, hunk.aEnd + 1);
+        const bFrom = hunk.bStart - (hunk.aStart - from);
+        const bTo = hunk.bEnd + (to - hunk.aEnd);
+        out.push(`@@ -${from + 1},${to - from} +${bFrom + 1},${bTo - bFrom} @@`);
+        out.push(...a.slice(from, hunk.aStart).map((line) => ` ${line}`));
+        out.push(...a.slice(hunk.aStart, hunk.aEnd).map((line) => `-${line}`));
+        out.push(...b.slice(hunk.bStart, hunk.bEnd).map((line) => `+${line}`));
+        out.push(...a.slice(hunk.aEnd, to).map((line) => ` ${line}`));
+    }
+    return out.join('\n');
+}

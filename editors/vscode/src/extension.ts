@@ -7,6 +7,7 @@ import { createLog, traceInfo } from './common/log';
 import { Server } from './common/server';
 import { workspaceRoot } from './common/settings';
 import { ChatView } from './chat/view';
+import { InlineChat } from './inline';
 import { Output } from './output';
 import { ANSWER_COMMAND, Questions } from './questions';
 import { Review } from './review';
@@ -97,8 +98,21 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     register('lsp-agent.undoTurn', () => conversation.undo());
     register('lsp-agent.chooseModel', () => conversation.chooseModel());
     register('lsp-agent.showReview', () => review.reveal());
-    register('lsp-agent.editSelection', () => agent.editSelection());
-    context.subscriptions.push(output, conversation, review, questions, server, log);
+    const inline = new InlineChat(
+        {
+            ask: (prompt, uri, range) =>
+                agent.ask(prompt, false, {
+                    uri: uri.toString(),
+                    range: {
+                        start: { line: range.start.line, character: range.start.character },
+                        end: { line: range.end.line, character: range.end.character },
+                    },
+                }),
+        },
+        review,
+    );
+    register('lsp-agent.editSelection', () => inline.start());
+    context.subscriptions.push(output, conversation, review, questions, inline, server, log);
 
     if (workspaceRoot()) {
         void server.ensure();

@@ -114,6 +114,11 @@ export class Review implements vscode.Disposable {
 
     /** Where the chat's input has the keyboard: its side bar view, its editor tab, or neither. */
     chatFocus: () => 'view' | 'panel' | undefined = () => undefined;
+    /**
+     * Shows an edit of `files` in place instead of in the diff editor (Edit Selection's thread
+     * under the lines it is about): true when it does. The decision comes the same way.
+     */
+    inPlace: ((files: readonly vscode.Uri[]) => boolean) | undefined;
 
     constructor(private readonly client: ReviewClient) {
         this.disposables.push(
@@ -198,6 +203,11 @@ export class Review implements vscode.Disposable {
 
     async accept(): Promise<void> {
         this.current?.decide({ accept: true });
+    }
+
+    /** The edit under review, file by file: the text it applies to now, and what it makes. */
+    proposals(): { uri: vscode.Uri; label: string; base: string; proposed: string }[] {
+        return this.current?.proposals() ?? [];
     }
 
     /** Bring the diffs of the edit under review to the front. */
@@ -415,7 +425,11 @@ export class Review implements vscode.Disposable {
         try {
             await setReviewing(changes.length);
             this.reviewing.fire(`review ${shortLabel(params.label)}: Accept Edit or Reject Edit`);
-            await pending.show(this.chatFocus());
+            if (this.inPlace?.(changes.map((change) => change.uri)) === true) {
+                pending.showInPlace();
+            } else {
+                await pending.show(this.chatFocus());
+            }
             decision = await pending.decided;
             await pending.followed();
             if (decision.accept) {
@@ -726,6 +740,22 @@ class Pending {
         );
         this.shown = true;
         this.checkTabs();
+    }
+
+    /** Shown by someone else (Edit Selection's thread): only the status bar says what to do. */
+    showInPlace(): void {
+        this.status = vscode.window.setStatusBarMessage(
+            `$(diff) ${this.label ?? 'lsp-agent edit'}: Accept Edit (Ctrl+Alt+Enter) or Reject Edit (Ctrl+Alt+Backspace)`,
+        );
+    }
+
+    proposals(): { uri: vscode.Uri; label: string; base: string; proposed: string }[] {
+        return this.changes.map((change) => ({
+            uri: change.uri,
+            label: change.label,
+            base: change.base,
+            proposed: proposedSideText(change, this.proposedFiles),
+        }));
     }
 
     /** Show the edit's first file again (its diffs may be behind other tabs). */

@@ -305,29 +305,6 @@ export class Turns {
     }
 
     /**
-     * Inline chat (`Ctrl+I` on a selection): what to do with the selected lines, asked right
-     * there; the agent's change comes back as an edit reviewed in the diff, like any other.
-     */
-    async editSelection(): Promise<void> {
-        const editor = vscode.window.activeTextEditor;
-        if (!editor || editor.document.uri.scheme !== 'file' || editor.selection.isEmpty) {
-            void vscode.window.showInformationMessage('LSP Agent: select the lines to change, then Edit Selection (Ctrl+I).');
-            return;
-        }
-        const selection = editor.selection;
-        const lines = `${selection.start.line + 1}-${selection.end.line + 1}`;
-        const prompt = await vscode.window.showInputBox({
-            title: `LSP Agent: Edit Selection (${vscode.workspace.asRelativePath(editor.document.uri, false)}, lines ${lines})`,
-            prompt: 'What to do with the selected lines; the change comes back for your review',
-            placeHolder: 'e.g. add type hints',
-            ignoreFocusOut: true,
-        });
-        if (prompt?.trim()) {
-            await this.ask(prompt, true, { queue: true });
-        }
-    }
-
-    /**
      * A command of the server's run by VS Code (the light bulb's code actions run
      * `lspAgent.start`; anything may run `lspAgent.ask`): the turn goes through here, so it is
      * shown like any other and queued when its session is busy. Undefined: not such a command.

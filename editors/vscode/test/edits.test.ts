@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { applyTextEdits, diffTextEdits, lineStarts, offsetAt, positionAt, TextEdit } from '../src/edits';
+import { applyTextEdits, diffTextEdits, lineStarts, offsetAt, positionAt, TextEdit, unifiedDiff } from '../src/edits';
 
 function edit(sl: number, sc: number, el: number, ec: number, newText: string): TextEdit {
     return { range: { start: { line: sl, character: sc }, end: { line: el, character: ec } }, newText };
@@ -105,5 +105,14 @@ describe('diffTextEdits', () => {
             const make = (): string => Array.from({ length: random(8) }, () => words[random(words.length)]).join('');
             roundTrip(make(), make());
         }
+    });
+});
+
+describe('unifiedDiff', () => {
+    it('numbers each change with a line of context either side', () => {
+        const before = 'a\nb\nc\nd\ne\n';
+        const after = 'a\nb\nC\nd\ne\nf\n';
+        assert.equal(unifiedDiff(before, after), ['@@ -2,3 +2,3 @@', ' b', '-c', '+C', ' d', '@@ -5,1 +5,2 @@', ' e', '+f'].join('\n'));
+        assert.equal(unifiedDiff('same\n', 'same\n'), '');
     });
 });
