@@ -227,8 +227,12 @@ function middleHunks(a: string[], b: string[]): Hunk[] {
     return hunks;
 }
 
-/** `before` → `after` as a unified diff: each change with a line of context either side. */
-export function unifiedDiff(before: string, after: string): string {
+/**
+ * `before` → `after` as a unified diff: each change with a line of context either side, under a
+ * `@@ -a,n +b,m @@` header (`numbered`), or a bare `@@` where the texts are snippets of a file
+ * whose lines the numbers would not name.
+ */
+export function unifiedDiff(before: string, after: string, numbered = true): string {
     const split = (text: string): string[] => (text === '' ? [] : text.replace(/\n$/, '').split('\n'));
     const a = split(before);
     const b = split(after);
@@ -238,7 +242,7 @@ export function unifiedDiff(before: string, after: string): string {
         const to = Math.min(a.length, hunk.aEnd + 1);
         const bFrom = hunk.bStart - (hunk.aStart - from);
         const bTo = hunk.bEnd + (to - hunk.aEnd);
-        out.push(`@@ -${from + 1},${to - from} +${bFrom + 1},${bTo - bFrom} @@`);
+        out.push(numbered ? `@@ -${from + 1},${to - from} +${bFrom + 1},${bTo - bFrom} @@` : '@@');
         out.push(...a.slice(from, hunk.aStart).map((line) => ` ${line}`));
         out.push(...a.slice(hunk.aStart, hunk.aEnd).map((line) => `-${line}`));
         out.push(...b.slice(hunk.bStart, hunk.bEnd).map((line) => `+${line}`));

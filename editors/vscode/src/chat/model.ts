@@ -6,7 +6,7 @@
  *
  * Pure: no VS Code API. Each change returns what to draw again (`Change`).
  */
-import { diffLines } from '../edits';
+import { unifiedDiff } from '../edits';
 import { addUsage, describeArguments, displayUri, emptyUsage, Usage } from '../events';
 import { CODEBASE } from '../protocol';
 import type { AgentEvent, HistoryItem, HunkFact, QuestionState } from '../protocol';
@@ -244,19 +244,8 @@ export function proposalDiff(name: string, args: unknown): string | undefined {
 
 /** The changed lines of `before` → `after`, each run with a line of context either side. */
 function lineDiff(before: string, after: string): string[] {
-    const split = (text: string): string[] => (text === '' ? [] : text.replace(/\n$/, '').split('\n'));
-    const a = split(before);
-    const b = split(after);
-    const out: string[] = [];
-    for (const hunk of diffLines(a, b)) {
-        const from = Math.max(0, hunk.aStart - 1);
-        const to = Math.min(a.length, hunk.aEnd + 1);
-        out.push('@@', ...a.slice(from, hunk.aStart).map((line) => ' ' + line));
-        out.push(...a.slice(hunk.aStart, hunk.aEnd).map((line) => '-' + line));
-        out.push(...b.slice(hunk.bStart, hunk.bEnd).map((line) => '+' + line));
-        out.push(...a.slice(hunk.aEnd, to).map((line) => ' ' + line));
-    }
-    return out;
+    const diff = unifiedDiff(before, after, false);
+    return diff === '' ? [] : diff.split('\n');
 }
 
 /** `hello.py:3-5` */
