@@ -6,8 +6,9 @@ runs; the chat in an editor tab keeps the keyboard while an edit's diff opens be
 picker's Problems in the Workspace adds what VS Code reports in files other than the open one;
 toasts, the progress and the sessions picker name sessions by title and time, never by id or ISO
 date; a turn stopped during its review ends every card and reads the same after a window reload;
-a workspace's settings cannot add MCP servers or loosen the command limits. Each test reads facts:
-the DOM inside the chat's webview, files on disk, what the model was sent.
+a workspace's settings cannot add MCP servers or loosen the command limits; without a sandbox each
+question says UNSANDBOXED once, and an Allow for this session holds. Each test reads facts: the
+DOM inside the chat's webview, files on disk, what the model was sent.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from tests.vscode_fixtures import (
     tool_results,
     turns_ended,
     user_texts,
+    widen_sidebar,
 )
 
 build, vscode = fixtures.build, fixtures.vscode
@@ -351,3 +353,58 @@ def limited(vscode: VSCode, model: ScriptedModel, workspace: Path, user_marks: P
     assert "209715200" in ran, ran
     assert "exit code 0" in ran, ran
     assert (workspace / "big.bin").stat().st_size == 3_000_000
+
+
+WITHOUT_LANDLOCK = (
+    "from lsp_agent.safety import landlock\n"
+    "landlock.abi = lambda: 0  # a kernel without Landlock\n"
+    "from lsp_agent.terminal.cli import main\n"
+    "raise SystemExit(main(['serve']))\n"
+)
+"""The server, on a machine with neither bubblewrap (LSP_AGENT_BWRAP names none) nor Landlock."""
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize(
+    "extra_settings", [{"lspAgent.server.command": [sys.executable, "-c", WITHOUT_LANDLOCK]}]
+)
+@pytest.mark.parametrize("extra_env", [{"LSP_AGENT_BWRAP": ""}])
+def test_without_a_sandbox_each_question_says_unsandboxed_once_and_a_session_allow_holds(
+    vscode: VSCode, model: ScriptedModel, workspace: Path
+) -> None:
+    model.add(
+        tool_call("bash", {"command": "ls"}),
+        tool_call("bash", {"command": "ls"}),
+        tool_call("bash", {"command": "touch made.txt"}),
+        reply("Listed twice, made one."),
+    )
+    ready(vscode)
+    widen_sidebar(vscode)
+    chat = open_chat(vscode)
+
+    send(chat, "list and make")
+    # A read-only command, allowed unasked in a sandbox: asked, for the sandbox alone.
+    question = chat.locator(".item.question.state-open")
+    question.wait_for()
+    text = question.locator(".question-text").inner_text()
+    assert "wants to run" in text, text
+    assert text.count("UNSANDBOXED") == 1, text
+    assert text.count("no sandbox") == 1, text
+    assert "Asked also because" not in text, text
+    question.get_by_role("button", name="Allow for this session", exact=True).click()
+
+    # The same command again is not asked; another is, with the warning once and its own reason.
+    chat.locator(".item.question.state-open", has_text="touch made.txt").wait_for()
+    text = chat.locator(".item.question.state-open .question-text").inner_text()
+    assert text.count("UNSANDBOXED") == 1, text
+    assert text.count("no sandbox") == 1, text
+    assert "Asked also because" in text, text
+    second = chat.locator(".item.question.state-open")
+    second.get_by_role("button", name="Allow", exact=True).click()
+    turns_ended(chat, 1)
+
+    assert chat.locator(".item.question").count() == 2
+    ran = tool_results(model.requests[3])
+    assert [result.startswith("exit code 0") for result in ran] == [True, True, True], ran
+    assert "hello.py" in ran[1]  # the second `ls` ran, unasked
+    assert (workspace / "made.txt").exists()
