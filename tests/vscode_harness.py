@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import socket
@@ -235,6 +236,25 @@ def machine_settings() -> frozenset[str]:
     )
 
 
+STRAY_GRACE_S = 10.0
+"""How long a process that left code-server's group has to end on its own once code-server
+is gone (a hang guard: the wait is on the process's exit)."""
+
+
+def _ends_within(pid: int, within: float) -> bool:
+    """Whether `pid` ends (or is a zombie already) within `within` seconds, waiting on its pidfd,
+    which becomes readable when it exits."""
+    try:
+        handle = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        ready, _, _ = select.select([handle], [], [], within)
+        return bool(ready)
+    finally:
+        os.close(handle)
+
+
 class CodeServer:
     """One code-server, isolated in `home` (user data, extensions, HOME, XDG dirs)."""
 
@@ -375,7 +395,9 @@ class CodeServer:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=15)
         self.process = None
-        strays = self._strays()
+        # A process that left the group on purpose (an MCP server runs in a session of its own)
+        # ends once its parent's pipes close: only one still alive after that had to be killed.
+        strays = [stray for stray in self._strays() if not _ends_within(stray[0], STRAY_GRACE_S)]
         for pid, _ in strays:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)

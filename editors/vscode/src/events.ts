@@ -415,7 +415,8 @@ export function stepOf(event: AgentEvent, root?: string): string | undefined {
         case 'status':
             return event.status;
         case 'start':
-            return event.continuing && event.message ? shorten(event.message, 100) : undefined;
+            // Not the server's message: it names the session by its id, which no one reads.
+            return event.continuing ? `continuing the session (${event.turns ?? 0} earlier turn${event.turns === 1 ? '' : 's'})` : undefined;
         case 'question':
             return event.state === 'open' ? `waiting for your answer: ${event.name}` : undefined;
         default:

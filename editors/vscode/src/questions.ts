@@ -6,8 +6,9 @@
  * `question` event saying it timed out or was withdrawn) or its turn ends, its quick pick and
  * status bar item go away, and a click on its old notification is ignored quietly.
  *
- * While the chat view is on screen, it shows each question in the conversation, with the same
- * answers (`answerFromChat`), and no notification is raised over it.
+ * While the chat view is on screen, it shows each question the server announced with a `question`
+ * event in the conversation, with the same answers (`answerFromChat`), and no notification is
+ * raised over it.
  */
 import * as vscode from 'vscode';
 import type { CancellationToken, MessageActionItem, ShowMessageRequestParams } from 'vscode-languageclient/node';
@@ -121,7 +122,9 @@ export class Questions implements vscode.Disposable {
         if (chosen) {
             question.answer(chosen, 'answered');
             this.remove(question);
-        } else if (!this.shownInline(question.session)) {
+        } else if (!announced || !this.shownInline(question.session)) {
+            // The chat shows a question from its `question` event; one the server asks without
+            // (before the API key goes to an endpoint) would be seen nowhere but the status bar.
             void this.notify(question);
         }
         try {

@@ -187,6 +187,13 @@ describe('stepOf and displayUri', () => {
         assert.equal(stepOf({ ...base, kind: 'edit', uri: 'file:///w/a%20b.py', applied: true }, '/w'), 'applied: a b.py');
         assert.equal(displayUri('file:///elsewhere/x.py', '/w'), '/elsewhere/x.py');
     });
+
+    it('says a turn continues the session without its id', () => {
+        const message = 'continuing session 20261207-111447-6c3f37 (1 earlier turn); start a new session for a fresh one';
+        assert.equal(stepOf({ ...base, kind: 'start', continuing: true, turns: 1, message }), 'continuing the session (1 earlier turn)');
+        assert.equal(stepOf({ ...base, kind: 'start', continuing: true, turns: 3, message }), 'continuing the session (3 earlier turns)');
+        assert.equal(stepOf({ ...base, kind: 'start', continuing: false, turns: 0, message: '' }), undefined);
+    });
 });
 
 describe('status bar', () => {

@@ -735,7 +735,11 @@ export class ChatModel {
             case 'tool': {
                 const tool = this.toolItem(turn, item.name ?? '?', item.args, 'running');
                 tool.permission = permissionText(item.permission);
-                this.settleTool(tool, item.ok ?? undefined, item.summary ?? undefined, item.result, item.hunks);
+                // Without `ok` the call never reported: its result is the line the turn's end
+                // wrote in its place (`error: cancelled by the user …`). It stays as it is until
+                // the turn's status settles it, as it did live.
+                const reported = item.ok !== undefined && item.ok !== null;
+                this.settleTool(tool, item.ok ?? undefined, item.summary ?? undefined, reported ? item.result : undefined, item.hunks);
                 break;
             }
             case 'question':
@@ -782,9 +786,7 @@ export class ChatModel {
             case 'status':
                 this.status(turn, item.status ?? 'completed', item.error ?? undefined, this.heldUsage.get(turn));
                 this.heldUsage.delete(turn);
-                if (item.status === 'cancelled') {
-                    this.settle(turn);
-                }
+                this.settle(turn); // as `endTurn` does live, whatever ended the turn
                 break;
             default:
                 break; // an item of a newer server: not shown
