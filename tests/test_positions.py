@@ -48,6 +48,18 @@ def test_a_selection_across_lines_keeps_the_text_between_them() -> None:
     assert (selected.start_line, selected.end_line) == (1, 3)
 
 
+def test_a_selection_that_ends_at_the_start_of_a_line_ends_on_the_line_before() -> None:
+    # Whole lines selected (or Ctrl+A over a file that ends in a newline): the editor counts the
+    # lines that hold selected text, and so does the model's message.
+    text = 'def greet():\n    return "hello"\n'
+    selected = selection_of(text, Range(Position(0, 0), Position(2, 0)), "utf-16", Path("/w/a.py"))
+    assert selected.text == text
+    assert (selected.start_line, selected.end_line) == (1, 2)
+    # An empty selection at a line's start is that line.
+    at = selection_of(text, Range(Position(1, 0), Position(1, 0)), "utf-16", Path("/w/a.py"))
+    assert (at.start_line, at.end_line) == (2, 2)
+
+
 def test_a_column_counts_code_units_of_the_negotiated_encoding() -> None:
     text = "s = '🎉x'\n"
     # 🎉 is 2 UTF-16 units, 4 UTF-8 bytes, 1 UTF-32 unit

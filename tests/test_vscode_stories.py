@@ -86,7 +86,7 @@ def test_a_key_bound_to_ask_about_selection_with_its_prompt_shows_the_turn_in_th
     # The turn is in the chat while it runs: its prompt with the selection, the words so far.
     prompt = chat.locator(".item.prompt", has_text=SELECTION_PROMPT)
     prompt.wait_for()
-    assert prompt.locator(".chip-selection", has_text="hello.py").count() == 1
+    assert prompt.locator(".chip-selection", has_text="hello.py:1-2").count() == 1
     chat.locator(".item.answer", has_text="They greet.").wait_for()
     assert chat.locator("#stop").is_visible()
     assert chat.locator(".item.status").count() == 0
@@ -95,7 +95,7 @@ def test_a_key_bound_to_ask_about_selection_with_its_prompt_shows_the_turn_in_th
     (asked,) = model.requests
     assert last_prompt(asked).startswith(SELECTION_PROMPT)
     said = "\n".join(user_texts(asked))
-    assert "The user is looking at hello.py, lines 1-" in said, said
+    assert "The user is looking at hello.py, lines 1-2:" in said, said
     assert 'return "hello"' in said, said
     # No input box was asked for: the prompt came with the key.
     assert vscode.workbench.quick_input.locator(".quick-input-title").is_hidden()

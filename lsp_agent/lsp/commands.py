@@ -500,4 +500,7 @@ def selection_of(text: str, range_: Range, encoding: str, path: Path) -> Selecti
     selected = positions.text_range(
         text, (start.line, start.character), (end.line, end.character), encoding
     )
-    return Selection(path, start.line + 1, end.line + 1, selected)
+    # A selection that ends at the start of a line (a whole-line selection, Ctrl+A over a file
+    # ending in a newline) ends on the line before: the editor's own count, and its chip's.
+    last = end.line if end.character == 0 and end.line > start.line else end.line + 1
+    return Selection(path, start.line + 1, last, selected)

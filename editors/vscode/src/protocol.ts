@@ -101,14 +101,6 @@ export interface AskArguments {
     codebase?: boolean;
 }
 
-export const CODEBASE = '#codebase';
-const CODEBASE_WORD = /(^|\s)#codebase(?=\s|$)/;
-
-/** Whether a prompt asks for `#codebase` (the chat's chip puts it first; Ask… may type it). */
-export function asksCodebase(prompt: string): boolean {
-    return CODEBASE_WORD.test(prompt);
-}
-
 /** What `lspAgent.models` answers: the endpoint's models and the one in effect. */
 export interface ModelsResult {
     models: string[];

@@ -13,6 +13,7 @@
 import * as vscode from 'vscode';
 import { CancellationTokenSource, ExecuteCommandRequest, LanguageClient } from 'vscode-languageclient/node';
 import { traceError } from './common/log';
+import { asksCodebase } from './codebase';
 import { Server } from './common/server';
 import { notify } from './notify';
 import { friendlyTime } from './events';
@@ -21,7 +22,6 @@ import {
     AgentEvent,
     ASK,
     AskArguments,
-    asksCodebase,
     AskResult,
     CANCEL,
     NEW_SESSION,
@@ -209,8 +209,11 @@ export class Turns {
                     start: { line: selection.start.line, character: selection.start.character },
                     end: { line: selection.end.line, character: selection.end.character },
                 };
-                selectionRef = { path: where, startLine: selection.start.line + 1, endLine: selection.end.line + 1 };
-                where += `, lines ${selection.start.line + 1}-${selection.end.line + 1}`;
+                // A selection that ends at the start of a line ends on the line before (the
+                // server counts so too).
+                const last = selection.end.character === 0 && selection.end.line > selection.start.line ? selection.end.line : selection.end.line + 1;
+                selectionRef = { path: where, startLine: selection.start.line + 1, endLine: last };
+                where += `, lines ${selection.start.line + 1}-${last}`;
             }
         }
         if (typeof prompt !== 'string' || !prompt.trim()) {

@@ -6,7 +6,7 @@ import { errorActions } from '../src/chat/actions';
 import { placeCode } from '../src/chat/apply';
 import { ChatItem, ChatModel, editOutcome, proposalDiff, splitContext, withContext } from '../src/chat/model';
 import { classColors, parseJsonc, styleOf } from '../src/chat/tokens';
-import { asksCodebase } from '../src/protocol';
+import { asksCodebase } from '../src/codebase';
 import type { AgentEvent, HistoryItem } from '../src/protocol';
 
 const ROOT = '/work/project';

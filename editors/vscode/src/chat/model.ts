@@ -8,7 +8,7 @@
  */
 import { unifiedDiff } from '../edits';
 import { addUsage, describeArguments, displayUri, emptyUsage, Usage } from '../events';
-import { CODEBASE } from '../protocol';
+import { CODEBASE } from '../codebase';
 import type { AgentEvent, HistoryItem, HunkFact, QuestionState } from '../protocol';
 
 /** Tools whose calls propose edits: they show as edit cards. */
