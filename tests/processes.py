@@ -22,12 +22,39 @@ def running(marker: str) -> list[int]:
     return found
 
 
-def gone(marker: str, within: float = 10.0) -> bool:
-    """Whether no process with `marker` is left; waits a little for the kernel to reap them
-    (a hang guard, not a timing assertion)."""
+def gone(marker: str, within: float = 10.0, *, by_pid: bool = False) -> bool:
+    """Whether no process with `marker` is left (`by_pid`: the process of that pid has ended,
+    a zombie included); waits a little for the kernel to reap them (a hang guard, not a timing
+    assertion)."""
     deadline = time.monotonic() + within
-    while running(marker):
+    while alive(int(marker)) if by_pid else running(marker):
         if time.monotonic() > deadline:
             return False
         time.sleep(0.05)
     return True
+
+
+def alive(pid: int) -> bool:
+    """Whether the process `pid` runs (not ended, not a zombie waiting to be reaped)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def parent(pid: int) -> int:
+    """The parent pid of `pid` (0 once it is gone)."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def command_line(pid: int) -> str:
+    """The command line of `pid`, its arguments joined by spaces ('' once it is gone)."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return ""
+    return raw.replace(b"\0", b" ").decode(errors="replace")

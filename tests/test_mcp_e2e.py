@@ -9,9 +9,11 @@ disk and in /proc, not taken from the server's word."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -23,6 +25,7 @@ from lsprotocol import types
 
 from tests import processes
 from tests.conftest import EDITORS, Launcher, settings_for
+from tests.editor import start_editor
 from tests.fake_model import ScriptedModel, reply, told, tool_call
 
 STORY = Path(__file__).with_name("mcp_story_server.py")
@@ -432,3 +435,33 @@ async def test_a_turn_cancelled_during_a_call_leaves_the_server_usable(
     assert after.status == "completed"
     assert "echo: again" in told(model, "mcp__story__echo")
     assert len(started(marks)) == 1  # the same process answered
+
+
+async def test_sigterm_ends_the_server_and_stops_its_mcp_servers_even_a_stubborn_one(
+    launch: Launcher, model: ScriptedModel, marks: Path
+) -> None:
+    # An editor that stops its server with SIGTERM (VS Code's client, once the grace after
+    # closing stdin is over; a process manager): the MCP servers run in their own process
+    # groups, so only the server can stop them. This one ignores SIGTERM and its stdin's end.
+    settings = settings_for(model, mcpServers={"story": story(marks, "--stubborn")})
+    model.add(reply("Ready."))
+    editor = await start_editor(
+        launch.root, "visual-studio-code", settings, state_dir=launch.state_dir, home=launch.home
+    )
+    try:
+        result = await editor.ask("hello")  # the session's first turn starts its MCP servers
+        assert result.status == "completed"
+        children = processes.running(str(marks))
+        assert children  # it ran
+        parents = {processes.parent(pid) for pid in children}
+        servers = [pid for pid in parents if "lsp_agent" in processes.command_line(pid)]
+        (server,) = servers
+        os.kill(server, signal.SIGTERM)
+        assert processes.gone(f"{server}", within=15.0, by_pid=True), "the server went on"
+        assert processes.gone(str(marks)), "an MCP server outlived the language server"
+        # And what it started, in its process group (a stubborn server's own child).
+        (grandchild,) = [int(mark.name.split("-")[1]) for mark in marks.glob("child-*")]
+        assert processes.gone(str(grandchild), by_pid=True), "the MCP server's child lived on"
+    finally:
+        with contextlib.suppress(Exception):
+            await editor.client.stop()

@@ -9,7 +9,7 @@ Here the editor's messages are read by a daemon thread and handed to the loop; w
 leaves (`exit`, or the end of its input), the server gets `EXIT_GRACE_S` to cancel turns and stop
 watching, and then the process ends, whatever a task or a thread is still doing: a watchdog timer
 makes sure of it even if the loop itself is stuck. `exit` ends with code 0 after `shutdown` and
-1 without, as the specification wants.
+1 without, as the specification wants. SIGTERM and SIGHUP end it the same way.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import select
+import signal
 import socket
 import stat
 import sys
@@ -120,6 +121,11 @@ async def _serve(server: Endpoint, reader: BinaryIO, head: bytes) -> int:
         daemon=True,
     )
     thread.start()
+    # SIGTERM (an editor's client after its grace, a process manager) and SIGHUP (the terminal
+    # it ran in closed) end the connection as the editor leaving does: turns cancelled, the
+    # commands' and MCP servers' process groups stopped, which the default action would leave.
+    for number in (signal.SIGTERM, signal.SIGHUP) if sys.platform != "win32" else ():
+        loop.add_signal_handler(number, server.leave)
     await server.left.wait()
     # From here on the process ends within EXIT_GRACE_S, whatever the loop is doing.
     _start_watchdog(EXIT_GRACE_S, server.exit_code)
