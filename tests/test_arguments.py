@@ -7,6 +7,7 @@ import pytest
 from lsp_agent.lsp.arguments import (
     ArgumentError,
     ask_arguments,
+    client_options,
     session_argument,
     undo_arguments,
 )
@@ -96,3 +97,11 @@ def test_a_rewind_names_the_turn_to_rewind_to() -> None:
         undo_arguments([{"session": "s", "rewind": True}])
     with pytest.raises(ArgumentError, match="rewind must be a boolean"):
         undo_arguments([{"session": "s", "turn": 1, "rewind": "yes"}])
+
+
+def test_a_client_may_say_how_its_user_gives_the_api_key() -> None:
+    vscode = client_options({"settingName": "lspAgent.%s", "apiKeyName": "a key with Set API Key"})
+    assert vscode.setting("apiKey") == "a key with Set API Key"
+    assert vscode.setting("model") == "lspAgent.model"
+    plain = client_options({"apiKeyName": "  "})
+    assert plain.setting("apiKey") == "lspAgent.apiKey"

@@ -95,6 +95,9 @@ def test_a_refused_key_offers_set_api_key_and_retry_goes_with_the_stored_key(
     failed.wait_for()
     said = failed.inner_text()
     assert "API key" in said, said
+    # Named as a VS Code user gives it (the secret storage), not as a setting VS Code has not.
+    assert "set a key with LSP Agent: Set API Key or LSP_AGENT_API_KEY" in said, said
+    assert "lspAgent.apiKey" not in said, said
     assert "401: You didn't provide an API key." in model.rejections
     assert "authorization" not in model.headers[0]
     for button in ("Set API Key", "Retry"):

@@ -73,9 +73,14 @@ class ClientOptions:
     setting_name: str = "lspAgent.%s"
     """How a setting is named to this client's user, `%s` standing for the key (`lspAgent.%s`
     in VS Code and plain clients, `setup({ settings = { %s = … } })` in the Neovim plugin)."""
+    api_key_name: str | None = None
+    """How this client's user gives the API key when it is not a setting of theirs (VS Code
+    keeps it in its secret storage: `a key with LSP Agent: Set API Key`)."""
 
     def setting(self, key: str) -> str:
         """The setting `key` in the words of this client's user."""
+        if key == "apiKey" and self.api_key_name:
+            return self.api_key_name
         if "%s" not in self.setting_name:
             return f"lspAgent.{key}"
         return self.setting_name.replace("%s", key)
@@ -86,10 +91,12 @@ def client_options(raw: Any) -> ClientOptions:
     if not isinstance(raw, dict):
         return ClientOptions()
     name = raw.get("settingName")
+    key_name = raw.get("apiKeyName")
     return ClientOptions(
         events=raw.get("events") is True,
         shows_answers=raw.get("showsAnswers") is True,
         setting_name=name if isinstance(name, str) and name.strip() else "lspAgent.%s",
+        api_key_name=key_name if isinstance(key_name, str) and key_name.strip() else None,
     )
 
 

@@ -145,7 +145,14 @@ def register(ls: AgentServer) -> None:
         session = _checked(lambda: session_argument(names.HISTORY, arguments, required=True))
         assert session is not None
         agent = await _agent(ls, await _folder(ls, session=session))
-        return await _user_errors_async(ls, agent.history(session))
+        items = await _user_errors_async(ls, agent.history(session))
+        # A failed turn's sentence names settings the way this client's user sets them.
+        return [
+            {**item, "error": ls.in_client_words(item["error"])}
+            if item.get("type") == "status" and isinstance(item.get("error"), str)
+            else item
+            for item in items
+        ]
 
     @command(names.UNDO_TURN)
     async def undo_turn(*arguments: Any) -> dict[str, Any]:

@@ -164,6 +164,8 @@ class Connection(Protocol):
 
     def shown_path(self, uri: str) -> str: ...
 
+    def in_client_words(self, text: str) -> str: ...
+
     @property
     def work_done_progress(self) -> Progress: ...
 
@@ -346,6 +348,8 @@ class LspPort:
         # A compaction that is starting is news for `$/progress` only: the editors' event
         # stream gets each layer's `compaction` event, with its figures, once it is done.
         starting = event["kind"] == "compaction" and event.get("phase") == "started"
+        if event["kind"] == "status" and isinstance(event.get("error"), str):
+            event = {**event, "error": self.server.in_client_words(event["error"])}
         if not starting and self.server.client.events:
             self.server.notify_editor(names.EVENT, event)
         token = self.progress.get(event["session"])

@@ -31,6 +31,8 @@ export interface ClientInfo {
     showsAnswers: boolean;
     /** How to name a setting in messages to this user; `%s` is the key. */
     settingName: string;
+    /** How this user gives the API key (not a setting here: the secret storage). */
+    apiKeyName?: string;
 }
 
 /** Every setting the server reads from the editor (`lsp_agent/config.py`), except `apiKey`. */

@@ -52,7 +52,12 @@ const STOP_GRACE_MS = 2000;
 const SETTING_GRACE_MS = 3000;
 
 /** What this extension does itself, declared to the server in `initializationOptions`. */
-export const CLIENT_INFO: ClientInfo = { events: true, showsAnswers: true, settingName: `${SETTINGS_SECTION}.%s` };
+export const CLIENT_INFO: ClientInfo = {
+    events: true,
+    showsAnswers: true,
+    settingName: `${SETTINGS_SECTION}.%s`,
+    apiKeyName: 'a key with LSP Agent: Set API Key',
+};
 
 export type ServerState = 'running' | 'stopped' | 'failed';
 
