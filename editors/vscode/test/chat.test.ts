@@ -281,7 +281,7 @@ describe('ChatModel', () => {
         model.load('s1', [...historyTurn(1), ...historyTurn(2), ...historyTurn(3)]);
         const change = model.setRewound(2, [2, 3]);
         const marked = (of: ChatModel): Array<[string, number, boolean]> => of.items.filter((item) => item.kind !== 'note').map((item) => [item.kind, item.turn, item.rewound === true]);
-        assert.ok(change.upsert.some((item) => item.kind === 'note' && item.text.startsWith('Conversation rewound to before turn 2: the agent no longer sees turns 2, 3')));
+        assert.ok(change.upsert.some((item) => item.kind === 'note' && item.text === 'Conversation rewound to before turn 2 (turns 2, 3 folded)'));
         assert.ok(marked(model).every(([, turn, rewound]) => rewound === turn >= 2));
         const prompts = model.items.filter((item): item is PromptItem => item.kind === 'prompt');
         assert.deepEqual(

@@ -382,14 +382,14 @@ function compactionText(strategy: string | undefined, before: number | undefined
 function undoText(turn: number | undefined, files: readonly string[] | undefined, turns?: readonly number[]): string {
     const list = files && files.length > 0 ? `: ${files.join(', ')}` : '';
     if (turns && turns.length > 0) {
-        return `Rewound to before turn ${turn ?? turns[0]} (turns ${turns.join(', ')} undone)${list}`;
+        return `Rewound to before turn ${turn ?? turns[0]} (turn${turns.length > 1 ? 's' : ''} ${turns.join(', ')} undone)${list}`;
     }
     return `Turn ${turn ?? '?'} undone${list}`;
 }
 
 function rewoundText(to: number, turns: readonly number[]): string {
     const which = turns.length > 1 ? `turns ${turns.join(', ')}` : `turn ${turns[0] ?? to}`;
-    return `Conversation rewound to before turn ${to}: the agent no longer sees ${which} (folded above)`;
+    return `Conversation rewound to before turn ${to} (${which} folded)`;
 }
 
 export class ChatModel {

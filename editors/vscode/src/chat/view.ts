@@ -202,7 +202,12 @@ export class ChatView implements TurnView, vscode.WebviewViewProvider, vscode.We
             if (refused) {
                 this.push(this.model.addNote(`Left as they are: ${refused}.`, 'warning'));
             }
-            // The prompt goes back into the input, to be changed and sent again.
+            // The prompt goes back into the input, to be changed and sent again: the keyboard too.
+            if (this.panel?.active) {
+                this.panel.reveal();
+            } else {
+                await vscode.commands.executeCommand(`${CHAT_VIEW}.focus`);
+            }
             this.post({ type: 'restorePrompt', text: splitContext(result.prompt ?? '').text });
             this.announce(`${what} is done: the conversation is back to before that prompt, which is in the input again.`);
             return;
