@@ -6,6 +6,7 @@ M.SUBCOMMANDS = {
   { "ask", "ask the agent (a range or visual selection is sent along)" },
   { "chat", "open the chat (a range or visual selection goes with the next prompt)" },
   { "undo", "undo the last turn that changed files (through a review)" },
+  { "rewind", "rewind the files and the conversation to before prompt N (through a review)" },
   { "cancel", "cancel the running turn" },
   { "new", "start a new session" },
   { "sessions", "pick a stored session to continue" },
@@ -37,6 +38,16 @@ function M.run(opts)
     agent.chat({ range = range })
   elseif sub == "undo" then
     agent.undo()
+  elseif sub == "rewind" then
+    local turn = tonumber(rest:match("^%d+$") or "")
+    if not turn or turn < 1 then
+      vim.notify(
+        "lsp-agent: usage: :LspAgent rewind N (N: the turn whose prompt to go back to)",
+        vim.log.levels.ERROR
+      )
+      return
+    end
+    agent.rewind(turn)
   elseif sub == "cancel" then
     agent.cancel()
   elseif sub == "new" then
