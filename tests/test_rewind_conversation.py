@@ -16,7 +16,7 @@ from pygls.exceptions import JsonRpcException
 from lsp_agent.agent.rewind import in_effect, rewound_turns
 from tests.conftest import Launcher, settings_for
 from tests.editor import Editor, accept, reject
-from tests.fake_model import ScriptedModel, reply, tool_call
+from tests.fake_model import ScriptedModel, hang_after, reply, tool_call
 from tests.test_e2e_context import NOTE, WINDOW, Script, is_compaction, valid, write_logs
 
 shared = pytest.mark.asyncio(loop_scope="module")
@@ -214,6 +214,25 @@ async def test_the_user_rejects_the_files_review_and_the_conversation_stays(
     history = await editor.command("lspAgent.history", {"session": session})
     assert not any(getattr(item, "rewound", False) for item in history)
     assert not [item for item in history if item.type == "rewind"]
+
+
+@shared
+async def test_a_session_running_a_turn_refuses_a_rewind(
+    editor: Editor, model: ScriptedModel
+) -> None:
+    model.add(reply("One."), hang_after("Thinking"))
+    first = await editor.ask("one")
+    await editor.command("lspAgent.start", {"prompt": "two", "session": first.session})
+    await editor.wait_for_event("text", turn=2, session=first.session)
+
+    with pytest.raises(JsonRpcException) as raised:
+        await editor.command(
+            "lspAgent.undoTurn", {"session": first.session, "turn": 1, "conversation": True}
+        )
+
+    assert "is running a turn" in str(raised.value)
+    await editor.command("lspAgent.cancel", {"session": first.session})
+    await editor.wait_for_event("status", turn=2, session=first.session)
 
 
 @shared

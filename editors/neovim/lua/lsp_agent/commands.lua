@@ -6,7 +6,6 @@ M.SUBCOMMANDS = {
   { "ask", "ask the agent (a range or visual selection is sent along)" },
   { "chat", "open the chat (a range or visual selection goes with the next prompt)" },
   { "undo", "undo the last turn that changed files (through a review)" },
-  { "rewind", "rewind the files and the conversation to before prompt N (through a review)" },
   { "cancel", "cancel the running turn" },
   { "new", "start a new session" },
   { "sessions", "pick a stored session to continue" },
@@ -14,6 +13,7 @@ M.SUBCOMMANDS = {
   { "model", "choose the model from those the endpoint lists" },
   { "answer", "show the answer buffer" },
   { "review", "go to the edit or question that waits for you" },
+  { "rewind", "rewind the files and the conversation to before prompt N (through a review)" },
   { "restart", "stop the server (the next command starts it)" },
 }
 
