@@ -50,7 +50,8 @@ def sent(request: dict[str, Any]) -> str:
 
 def conversation_of(request: dict[str, Any]) -> list[dict[str, Any]]:
     """A request's messages without its late reminder."""
-    return request["messages"][:-1]
+    messages: list[dict[str, Any]] = request["messages"]
+    return messages[:-1]
 
 
 def records_of(editor: Editor, session: str) -> list[dict[str, Any]]:
@@ -129,7 +130,7 @@ async def test_a_rewound_turn_is_never_sent_again_and_a_restart_resumes_rewound(
         await again.ask("and thirty?", session=session)
 
     assert [vars(item) for item in restored] == [vars(item) for item in live]
-    by_turn = {item.turn: [] for item in live}
+    by_turn: dict[int, list[Any]] = {item.turn: [] for item in live}
     for item in live:
         by_turn[item.turn].append(item)
     assert all(
