@@ -208,6 +208,7 @@ async def test_the_user_rejects_the_files_review_and_the_conversation_stays(
 
     assert (rewound.proposed, rewound.applied, rewound.conversation) == (True, False, False)
     assert not hasattr(rewound, "prompt")
+    assert rewound.reason == "the files' review was rejected: the conversation stays as it was"
     assert (workspace / "hello.py").read_text() == TEN
     model.add(reply("ok"))
     await editor.ask("next", session=session)

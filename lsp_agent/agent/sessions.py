@@ -399,9 +399,15 @@ class Agent:
                 answer = {"turn": turn, "files": [], "turns": [], "proposed": False}
                 answer |= {"applied": False, "refused": []}
                 return await self._rewind(session, records, turn, answer)
-            answer = await self._restore_files(session, records, turn, chosen, mode, True)
+            answer = await self._restore_files(
+                session, records, turn, chosen, mode, True, conversation=True
+            )
             if answer["proposed"] and not answer["applied"]:
-                return {**answer, "conversation": False}
+                reason = "the files' review was rejected: the conversation stays as it was"
+                return {**answer, "conversation": False, "reason": reason}
+            if session.running:  # the user started a turn while the files were reviewed
+                reason = "a turn started during the files' review: the conversation stays as it was"
+                return {**answer, "conversation": False, "reason": reason}
             return await self._rewind(session, records, turn, answer)
         if turn is None and not turns:
             raise UserError(f"nothing to undo: no turn of session {session.id} has accepted edits")
@@ -424,8 +430,11 @@ class Agent:
         chosen: list[int],
         mode: str | None,
         rewind: bool,
+        *,
+        conversation: bool = False,
     ) -> dict[str, Any]:
-        """Propose the edit restoring the files of the `chosen` turns; the undo's result."""
+        """Propose the edit restoring the files of the `chosen` turns; the undo's result.
+        `conversation`: the conversation goes back too, so the model's note names no turn."""
         proposer = session.toolbox.edits.proposer
         current: dict[str, Document | None] = {}
         for record in records:
@@ -482,8 +491,13 @@ class Agent:
                 else "before it"
             )
             session.notes.append(
-                f"The user undid {what}: {names} are back to what they were {before}, with the "
-                "user's later changes kept. Read them again before editing them."
+                # The model will not have heard of the turns a conversation rewind goes back over.
+                f"The user went back to an earlier point of this conversation and restored the "
+                f"files to it: {names} are as they were then, with the user's later changes "
+                "kept. Read them again before editing them."
+                if conversation
+                else f"The user undid {what}: {names} are back to what they were {before}, with "
+                "the user's later changes kept. Read them again before editing them."
             )
         return {**answer, "proposed": True, "applied": result.ok, "refused": refused}
 
@@ -500,13 +514,6 @@ class Agent:
             t for t in range(turn, session.turns + 1) if t not in rewound_turns(records)
         )
         prompt = prompt_of(records, turn) or ""
-        if answer["applied"]:
-            # The files' note spoke of turns the model will no longer have heard of.
-            session.notes[-1] = (
-                f"The user went back to an earlier point of this conversation and restored the "
-                f"files to it: {', '.join(answer['files'])} are as they were then, with the "
-                "user's later changes kept. Read them again before editing them."
-            )
         if answer["refused"]:
             listed = ", ".join(item["path"] for item in answer["refused"])
             session.notes.append(

@@ -206,6 +206,8 @@ export interface UndoResult {
     rewound?: number[];
     /** The prompt of the turn it went back to, for the input. */
     prompt?: string;
+    /** Why the conversation did not go back (`conversation: false`). */
+    reason?: string;
 }
 
 export interface Status {

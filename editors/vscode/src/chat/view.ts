@@ -213,7 +213,8 @@ export class ChatView implements TurnView, vscode.WebviewViewProvider, vscode.We
             return;
         }
         if (conversation) {
-            this.push(this.model.addNote(`${what} was not applied: the conversation stays as it was.`, 'warning'));
+            const why = result.reason ?? (result.applied ? 'the conversation stays as it was' : 'the files were not restored');
+            this.push(this.model.addNote(`${what}: ${why}.`, 'warning'));
         } else if (!result.proposed) {
             this.push(this.model.addNote(`${what} changed nothing: ${refused || 'nothing to restore'}.`, 'warning'));
         } else if (!result.applied) {
