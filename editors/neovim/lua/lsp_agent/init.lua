@@ -575,10 +575,9 @@ end
 --- @return string message, integer level
 function M.format_rewind(result)
   if not result.conversation then
-    return (
-      "the rewind to before turn %s was not applied (rejected in the review): the "
-      .. "conversation stays as it was"
-    ):format(tostring(result.turn)),
+    local why = type(result.reason) == "string" and result.reason
+      or "the files were not restored: the conversation stays as it was"
+    return ("the rewind to before turn %s was not done: %s"):format(tostring(result.turn), why),
       vim.log.levels.WARN
   end
   local lines = {
