@@ -169,6 +169,40 @@ def test_undo_restores_the_turn_and_keeps_the_users_line(
     assert result["hello_at_end"] == at_end.splitlines()
 
 
+def test_a_rewind_to_before_a_prompt_restores_the_file_and_the_conversation(
+    editor: Editor, model: ScriptedModel, workspace: Path
+) -> None:
+    (workspace / "hello.py").write_text(GREETING)
+    model.add(
+        tool_call("read_file", {"path": "hello.py"}),
+        tool_call("edit_file", {"path": "hello.py", "old": '"hello"', "new": '"hi there"'}),
+        reply("Friendlier now."),
+        tool_call("read_file", {"path": "hello.py"}),
+        tool_call("edit_file", {"path": "hello.py", "old": "return 1", "new": "return 10"}),
+        reply("Ten now."),
+        reply("Twenty, then."),
+    )
+
+    result = editor.run("chat_rewind").result
+
+    assert result["rewound"].startswith("lsp-agent: rewound to before turn 2")
+    friendly = "# mine\n" + GREETING.replace('"hello"', '"hi there"')
+    assert result["hello_after_rewind"] == friendly.splitlines()
+    assert (workspace / "hello.py").read_text() == friendly
+    shown = result["after_rewind"]
+    marked = shown.index("_(rewound: the agent no longer sees this turn)_")
+    assert shown.index("## make it ten") < marked < shown.index("Ten now.")
+    assert "_conversation rewound to before turn 2_" in shown
+    assert "Ten now." in shown, "the rewound turn stays there to read"
+    # The model is never sent the second turn again.
+    last = model.requests[-1]
+    said = "\n".join(str(m["content"]) for m in last["messages"])
+    assert "make it twenty" in said
+    assert "make it ten" not in said
+    assert "Ten now." not in said
+    assert "Friendlier now." in said
+
+
 def test_the_user_cancels_a_turn_from_the_chat(editor: Editor, model: ScriptedModel) -> None:
     model.add(hang_after("Let me think"), reply("Short answer."))
 

@@ -147,13 +147,11 @@ def test_a_rewind_restores_the_files_to_before_a_prompt_and_keeps_the_users_late
     # The user changes a line of their own afterwards, away from the agent's changes, and saves.
     path.write_text(edited.replace("# two", "# two (mine)"), encoding="utf-8")
 
-    chat.get_by_role(
-        "button", name="Rewind: restore the files to before this prompt (turn 1)"
-    ).click()
+    chat.get_by_role("button", name="Rewind: go back to before this prompt (turn 1)").click()
     dialog = page.locator(".monaco-dialog-box")
     dialog.wait_for()
     assert "turns 1, 2" in dialog.inner_text()
-    dialog.get_by_role("button", name="Restore Files").click()
+    dialog.get_by_role("button", name="Rewind Files Only").click()
     review = chat.locator(".item.review-card", has_text="Rewind to before turn 1: hello.py")
     review.wait_for()
     page.locator(".monaco-diff-editor .modified", has_text='return "hello"').wait_for()
@@ -164,7 +162,9 @@ def test_a_rewind_restores_the_files_to_before_a_prompt_and_keeps_the_users_late
     harness.wait_until(lambda: path.read_text() == restored, 30, "hello.py as before turn 1")
     undone = chat.locator(".item.status", has_text="undone")
     assert undone.count() == 2
-    assert chat.get_by_role("button", name=re.compile("^Rewind:")).count() == 0
+    # The files only: the conversation goes on as it was, and can still go back.
+    assert chat.locator(".item.rewound").count() == 0
+    assert chat.get_by_role("button", name=re.compile("^Rewind:")).count() == 2
 
 
 @pytest.mark.timeout(600)

@@ -8,11 +8,13 @@ into displayable items, in order, so that a chat view can show a past session af
   model got, shortened; `hunks` for an applied edit: what became of each hunk, as the
   `toolResult` event says), `question` (`name`, `text`, `answer`, `state`), `edit` (`path`,
   `applied`, and for an applied one `undoable`), `compaction` (`strategy`, `before`, `after`),
-  `undo` (`turn`, `files`, `turns?` for a rewind), `usage` (`inputTokens`, `cachedTokens`,
-  `outputTokens`, `calls`: what the turn's model calls used, summed; just before the turn's
-  `status`), `status` (`status`, `error?`).
+  `undo` (`turn`, `files`, `turns?` for a rewind), `rewind` (`to`: the turn whose prompt the
+  conversation went back to, `turns`: the turns it went back over, `prompt`), `usage`
+  (`inputTokens`, `cachedTokens`, `outputTokens`, `calls`: what the turn's model calls used,
+  summed; just before the turn's `status`), `status` (`status`, `error?`).
 
-Every item carries the `turn` it belongs to. Pure: no I/O.
+Every item carries the `turn` it belongs to; the items of a turn a rewind went back over carry
+`rewound: true` as well (the model no longer sees them; the user still can). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -186,6 +188,25 @@ def _event(
         if record.get("turns"):
             item["turns"] = record["turns"]  # a rewind: every turn it undid
         items.append(item)
+    elif kind == "rewind" and isinstance(record.get("to"), int):
+        _rewind(record, turn, items)
+
+
+def _rewind(record: Mapping[str, Any], turn: int, items: list[dict[str, Any]]) -> None:
+    """Mark what the conversation went back over; the rewind itself is an item too."""
+    for earlier in items:
+        # What the files went through stays a fact: only the conversation went back.
+        if earlier["turn"] >= record["to"] and earlier["type"] not in ("undo", "rewind"):
+            earlier["rewound"] = True
+    items.append(
+        {
+            "type": "rewind",
+            "turn": turn,
+            "to": record["to"],
+            "turns": record.get("turns") or [],
+            "prompt": record.get("prompt") or "",
+        }
+    )
 
 
 def _arguments(raw: Any) -> Any:

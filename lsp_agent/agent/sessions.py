@@ -22,6 +22,14 @@ from lsp_agent.agent.endpoint import KeyCheckedProvider, KeyGate
 from lsp_agent.agent.history import conversation
 from lsp_agent.agent.instructions import Instructions, fingerprint, read_instructions
 from lsp_agent.agent.prompt import system_prompt
+from lsp_agent.agent.rewind import KIND as REWIND
+from lsp_agent.agent.rewind import (
+    compacted_away,
+    in_effect,
+    message_turns,
+    prompt_of,
+    rewound_turns,
+)
 from lsp_agent.agent.turn import Turn
 from lsp_agent.agent.undo import plan_undo, undoable_turns
 from lsp_agent.config import Settings, require_model
@@ -220,8 +228,13 @@ class Agent:
                 "lspAgent.sessions lists them; omit `session` to continue the latest"
             ) from error
         self._redact(transcript)
-        history: list[dict[str, Any]] = list(map(frozen, transcript.messages()))
-        records = transcript.records()
+        return self._stored(transcript)
+
+    def _stored(self, transcript: Transcript) -> _Stored:
+        """A transcript read back: the history and the state the session continues from."""
+        # Its rewinds leave out the turns they went back over (`agent/rewind.py`).
+        records = in_effect(transcript.records())
+        history: list[dict[str, Any]] = list(map(frozen, transcript.messages(records)))
         instructions = _instructions_of(records, self.workspace.root, self.home)
         if not history or history[0].get("role") != "system":
             instructions = read_instructions(self.workspace.root, self.home)
@@ -230,13 +243,18 @@ class Agent:
         state, warning = restore_state(records, history)
         return _Stored(transcript, history, records, instructions, state, warning)
 
-    def _resume(self, stored: _Stored) -> Session:
-        """A session rebuilt from what `_read_stored` read, registered with the agent."""
+    def _resume(self, stored: _Stored, previous: Session | None = None) -> Session:
+        """A session rebuilt from what `_read_stored` read, registered with the agent.
+        `previous`: the same session rebuilt in this process (a rewind): what the transcript
+        does not hold carries over — its `<file_changes>` snapshot, the notes the model has not
+        heard yet, the tool list fixed at its first turn."""
         transcript, history = stored.transcript, stored.history
         session_id = transcript.session_id
         if stored.warning is not None:
             self.port.log(f"session {session_id}: {stored.warning}")
         toolbox = self._toolbox(session_id)
+        if previous is not None:
+            toolbox.mcp = previous.toolbox.mcp
         toolbox.plan = Plan.from_history(history)
         if toolbox.skills is not None:
             toolbox.skills.relock_from(history)  # skills loaded before stay loaded
@@ -246,13 +264,15 @@ class Agent:
             transcript,
             history,
             toolbox,
-            self._changes(session_id),
+            previous.changes if previous is not None else self._changes(session_id),
             meter,
             stored.state,
             turns=transcript.turns,
             usage=used(stored.records),
         )
         session.instructions = stored.instructions
+        if previous is not None:
+            session.notes = previous.notes
         toolbox.edit_stats = EditStats.from_events(stored.records)
         toolbox.on_edit = lambda attempt: transcript.append(
             {**attempt.event(), "turn": session.turns}
@@ -363,10 +383,14 @@ class Agent:
         turn: int | None = None,
         mode: str | None = None,
         rewind: bool = False,
+        conversation: bool = False,
     ) -> dict[str, Any]:
         """Propose one edit that restores what a turn's accepted edits changed (the session's
         last such turn by default), merged onto what changed since; the model hears of it.
-        `rewind`: the turn and every later one, so the files are as before its prompt."""
+        `rewind`: the turn and every later one, so the files are as before its prompt.
+        `conversation` (with `turn`): the files as `rewind`, and the conversation continues from
+        before the turn's prompt — once the files were restored, or when there was nothing to
+        restore (a rejected review leaves the conversation as it was)."""
         session = await self._loaded(session_id)
         if session.running:
             raise UserError(
@@ -374,6 +398,24 @@ class Agent:
             )
         records = await asyncio.to_thread(session.transcript.records)
         turns = undoable_turns(records)
+        if conversation:
+            assert turn is not None
+            _check_rewindable(session, records, turn)
+            chosen = [t for t in turns if t >= turn]
+            if not chosen:  # no edits to restore: only the conversation goes back
+                answer = {"turn": turn, "files": [], "turns": [], "proposed": False}
+                answer |= {"applied": False, "refused": []}
+                return await self._rewind(session, records, turn, answer)
+            answer = await self._restore_files(
+                session, records, turn, chosen, mode, True, conversation=True
+            )
+            if answer["proposed"] and not answer["applied"]:
+                reason = "the files' review was rejected: the conversation stays as it was"
+                return {**answer, "conversation": False, "reason": reason}
+            if session.running:  # the user started a turn while the files were reviewed
+                reason = "a turn started during the files' review: the conversation stays as it was"
+                return {**answer, "conversation": False, "reason": reason}
+            return await self._rewind(session, records, turn, answer)
         if turn is None and not turns:
             raise UserError(f"nothing to undo: no turn of session {session.id} has accepted edits")
         if turn is None:
@@ -385,6 +427,21 @@ class Agent:
             raise UserError(
                 f"turn {turn}{since} has no accepted edits to undo (turns with edits: {listed})"
             )
+        return await self._restore_files(session, records, turn, chosen, mode, rewind)
+
+    async def _restore_files(
+        self,
+        session: Session,
+        records: list[dict[str, Any]],
+        turn: int,
+        chosen: list[int],
+        mode: str | None,
+        rewind: bool,
+        *,
+        conversation: bool = False,
+    ) -> dict[str, Any]:
+        """Propose the edit restoring the files of the `chosen` turns; the undo's result.
+        `conversation`: the conversation goes back too, so the model's note names no turn."""
         proposer = session.toolbox.edits.proposer
         current: dict[str, Document | None] = {}
         for record in records:
@@ -441,10 +498,49 @@ class Agent:
                 else "before it"
             )
             session.notes.append(
-                f"The user undid {what}: {names} are back to what they were {before}, with the "
-                "user's later changes kept. Read them again before editing them."
+                # The model will not have heard of the turns a conversation rewind goes back over.
+                f"The user went back to an earlier point of this conversation and restored the "
+                f"files to it: {names} are as they were then, with the user's later changes "
+                "kept. Read them again before editing them."
+                if conversation
+                else f"The user undid {what}: {names} are back to what they were {before}, with "
+                "the user's later changes kept. Read them again before editing them."
             )
         return {**answer, "proposed": True, "applied": result.ok, "refused": refused}
+
+    async def _rewind(
+        self,
+        session: Session,
+        records: list[dict[str, Any]],
+        turn: int,
+        answer: dict[str, Any],
+    ) -> dict[str, Any]:
+        """Continue the session's conversation from before `turn`'s prompt: record the rewind,
+        then rebuild the session from its transcript as a restart would (`_stored`)."""
+        rewound = sorted(
+            t for t in range(turn, session.turns + 1) if t not in rewound_turns(records)
+        )
+        prompt = prompt_of(records, turn) or ""
+        if answer["refused"]:
+            listed = ", ".join(item["path"] for item in answer["refused"])
+            session.notes.append(
+                "The user went back to an earlier point of this conversation; these files still "
+                f"hold changes made after it (the user changed them since): {listed}. Read them "
+                "again before editing them."
+            )
+        session.transcript.append(
+            {
+                "type": "event",
+                "kind": REWIND,
+                "turn": session.turns,
+                "to": turn,
+                "turns": rewound,
+                "prompt": prompt,
+            }
+        )
+        stored = await asyncio.to_thread(self._stored, session.transcript)
+        self._resume(stored, previous=session)
+        return {**answer, "conversation": True, "rewound": rewound, "prompt": prompt}
 
     async def _loaded(self, session_id: str) -> Session:
         await self.load(session_id)
@@ -473,6 +569,20 @@ class Agent:
     def _redact(self, transcript: Transcript) -> None:
         if self.settings.api_key:
             transcript.redact(self.settings.api_key)
+
+
+def _check_rewindable(session: Session, records: list[dict[str, Any]], turn: int) -> None:
+    """Refuse, with a sentence, a rewind of the conversation to before `turn` it cannot do."""
+    if turn > session.turns:
+        raise UserError(
+            f"session {session.id} has {session.turns} turn(s): there is no turn {turn} to "
+            "rewind to"
+        )
+    if turn in rewound_turns(records):
+        raise UserError(f"turn {turn} was already rewound: the conversation no longer holds it")
+    why = compacted_away(message_turns(in_effect(records)), session.context, turn)
+    if why is not None:
+        raise UserError(why)
 
 
 def _text(document: Document | None) -> str | None:

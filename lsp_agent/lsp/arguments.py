@@ -59,6 +59,9 @@ class UndoArguments:
     mode: str | None = None
     rewind: bool = False
     """Undo every later turn too: the files as they were before the turn's prompt."""
+    conversation: bool = False
+    """Rewind the conversation as well: it continues from before the turn's prompt (implies
+    `rewind`)."""
 
 
 @dataclass(frozen=True)
@@ -162,7 +165,20 @@ def undo_arguments(arguments: Sequence[Any]) -> UndoArguments:
         raise ArgumentError("rewind must be a boolean: true undoes every later turn too")
     if rewind and turn is None:
         raise ArgumentError("rewind needs turn: the turn whose prompt to rewind to")
-    return UndoArguments(session, turn, _mode(raw), rewind)
+    conversation = raw.get("conversation", False)
+    if not isinstance(conversation, bool):
+        raise ArgumentError(
+            "conversation must be a boolean: true rewinds the conversation to before the turn's "
+            "prompt as well as the files"
+        )
+    if conversation and turn is None:
+        raise ArgumentError("conversation needs turn: the turn whose prompt to rewind to")
+    if conversation and raw.get("rewind") is False:
+        raise ArgumentError(
+            "conversation needs rewind: the conversation goes back with the files of every later "
+            "turn; leave rewind out or set it to true"
+        )
+    return UndoArguments(session, turn, _mode(raw), rewind or conversation, conversation)
 
 
 def folder_argument(command: str, arguments: Sequence[Any]) -> str | None:

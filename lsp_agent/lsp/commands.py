@@ -157,10 +157,10 @@ def register(ls: AgentServer) -> None:
     @command(names.UNDO_TURN)
     async def undo_turn(*arguments: Any) -> dict[str, Any]:
         """Propose one edit that restores what a turn's accepted edits changed (with
-        `rewind`, every later turn's too)."""
+        `rewind`, every later turn's too; with `conversation`, the conversation goes back too)."""
         args = _checked(lambda: undo_arguments(arguments))
         agent = await _agent(ls, await _folder(ls, session=args.session))
-        undo = agent.undo_turn(args.session, args.turn, args.mode, args.rewind)
+        undo = agent.undo_turn(args.session, args.turn, args.mode, args.rewind, args.conversation)
         return await _user_errors_async(ls, undo)
 
     _register_endpoint(ls, command)

@@ -20,7 +20,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -158,15 +158,16 @@ class Transcript:
             )
         return found
 
-    def messages(self) -> list[dict[str, Any]]:
-        """The stored chat history, repaired so that a provider accepts it.
+    def messages(self, records: Iterable[Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
+        """The stored chat history, repaired so that a provider accepts it: of `records` when
+        given (the records a session continues from), else of every record.
 
         A tool call without a stored result (the server stopped first) gets a synthetic result
         saying so; a tool result that answers no pending call is dropped.
         """
         history = [
             dict(record["message"])
-            for record in self.records()
+            for record in (self.records() if records is None else records)
             if record.get("type") == "message" and isinstance(record.get("message"), dict)
         ]
         repaired, added, dropped = _pair_tool_calls(history)

@@ -18,5 +18,5 @@ end, {
   complete = function(arglead, cmdline)
     return require("lsp_agent.commands").complete(arglead, cmdline)
   end,
-  desc = "lsp-agent: ask | chat | undo | cancel | new | sessions | status | model | review | …",
+  desc = "lsp-agent: ask | chat | undo | rewind | cancel | new | sessions | status | model | …",
 })

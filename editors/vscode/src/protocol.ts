@@ -177,9 +177,15 @@ export interface HistoryItem {
     before?: number;
     after?: number;
     undid?: number;
-    /** A rewind: every turn it undid. */
+    /** A rewind: every turn it undid (of the files), or went back over (of the conversation). */
     turns?: number[];
     files?: string[];
+    /** An item of a turn the conversation was rewound over: the model no longer sees it. */
+    rewound?: boolean;
+    /** A rewind of the conversation: the turn whose prompt it went back to. */
+    to?: number;
+    /** A rewind of the conversation: that turn's prompt. */
+    prompt?: string;
     inputTokens?: number;
     cachedTokens?: number;
     outputTokens?: number;
@@ -198,6 +204,14 @@ export interface UndoResult {
     proposed: boolean;
     applied: boolean;
     refused?: Array<{ path: string; why: string }>;
+    /** Asked with `conversation`: whether the conversation went back (not when the files' review was rejected). */
+    conversation?: boolean;
+    /** The turns the conversation went back over. */
+    rewound?: number[];
+    /** The prompt of the turn it went back to, for the input. */
+    prompt?: string;
+    /** Why the conversation did not go back (`conversation: false`). */
+    reason?: string;
 }
 
 export interface Status {

@@ -4,7 +4,7 @@ import { PromptHistory } from '../src/chat/input';
 import { createMarkdown, MARKDOWN_OPTIONS, settledLength } from '../src/chat/markdown';
 import { errorActions } from '../src/chat/actions';
 import { placeCode } from '../src/chat/apply';
-import { ChatItem, ChatModel, editOutcome, proposalDiff, splitContext, withContext } from '../src/chat/model';
+import { ChatItem, ChatModel, PromptItem, editOutcome, proposalDiff, splitContext, withContext } from '../src/chat/model';
 import { classColors, parseJsonc, styleOf } from '../src/chat/tokens';
 import { asksCodebase } from '../src/codebase';
 import type { AgentEvent, HistoryItem } from '../src/protocol';
@@ -198,7 +198,7 @@ describe('ChatModel', () => {
         );
         assert.deepEqual(
             change.upsert.map((item) => item.kind),
-            ['answer', 'status'],
+            ['answer', 'status', 'prompt'], // the prompt offers its rewind once the turn ended
         );
     });
 
@@ -261,7 +261,7 @@ describe('ChatModel', () => {
         assert.equal(prompt.mode, 'ask');
     });
 
-    it('offers a rewind on the prompts whose turns (or later ones) changed files, and marks them undone', () => {
+    it('offers a rewind on every prompt, of the files of its turns (or later ones) that changed them, and marks them undone', () => {
         const model = new ChatModel(ROOT);
         model.load('s1', [...historyTurn(1), ...historyTurn(2)]);
         const prompts = (): boolean[] => model.items.filter((item) => item.kind === 'prompt').map((item) => item.kind === 'prompt' && item.rewind);
@@ -269,13 +269,32 @@ describe('ChatModel', () => {
         assert.deepEqual(model.rewindable(1), [1, 2]);
         const change = model.setUndo(1, 'done', ['hello.py'], [1, 2]);
         assert.ok(change.upsert.some((item) => item.kind === 'note' && item.text === 'Rewound to before turn 1 (turns 1, 2 undone): hello.py'));
-        assert.deepEqual(prompts(), [false, false]);
+        assert.deepEqual(prompts(), [true, true]); // the conversation can still go back
+        assert.deepEqual(model.rewindable(1), []); // the files cannot
         const again = new ChatModel(ROOT);
         again.load('s1', [...historyTurn(1), ...historyTurn(2), { type: 'undo', turn: 2, undid: 1, turns: [1, 2], files: ['hello.py'] }]);
         assert.deepEqual(
             again.items.filter((item) => item.kind === 'status').map((item) => item.kind === 'status' && item.undo),
             ['done', 'done'],
         );
+    });
+
+    it('keeps the turns a rewind of the conversation went back over, marked, live and after a reload', () => {
+        const model = new ChatModel(ROOT);
+        model.load('s1', [...historyTurn(1), ...historyTurn(2), ...historyTurn(3)]);
+        const change = model.setRewound(2, [2, 3]);
+        const marked = (of: ChatModel): Array<[string, number, boolean]> => of.items.filter((item) => item.kind !== 'note').map((item) => [item.kind, item.turn, item.rewound === true]);
+        assert.ok(change.upsert.some((item) => item.kind === 'note' && item.text === 'Conversation rewound to before turn 2 (turns 2, 3 folded)'));
+        assert.ok(marked(model).every(([, turn, rewound]) => rewound === turn >= 2));
+        const prompts = model.items.filter((item): item is PromptItem => item.kind === 'prompt');
+        assert.deepEqual(
+            prompts.map((item) => item.rewind),
+            [true, false, false],
+        );
+        assert.ok(model.isRewound(3) && !model.isRewound(1));
+        const again = new ChatModel(ROOT);
+        again.load('s1', [...historyTurn(1), ...historyTurn(2), ...historyTurn(3), { type: 'rewind', turn: 3, to: 2, turns: [2, 3], prompt: 'turn 2' }]);
+        assert.deepEqual(marked(again), marked(model));
     });
 
     it('ignores history items it does not know', () => {

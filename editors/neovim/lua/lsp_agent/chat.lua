@@ -563,6 +563,20 @@ function M.undone(entry, session, undid, files)
   end
 end
 
+--- The conversation of `session` was rewound (`:LspAgent rewind`): draw it again from its
+--- history (the turns gone back over marked) and put the prompt back into the input.
+function M.rewound(id, entry, session, prompt)
+  local chat = state.chats[entry.root]
+  if not (chat and valid(chat.conversation) and chat.session == session) then
+    return
+  end
+  load(chat, id, session)
+  if type(prompt) == "string" and prompt ~= "" then
+    local text = require("lsp_agent.references").split(prompt)
+    restore(chat, vim.split(text, "\n", { plain = true }))
+  end
+end
+
 --- The server exited while the chat's turn ran.
 function M.server_exited(entry, code, signal)
   local chat = state.chats[entry.root]

@@ -13,6 +13,7 @@ M.SUBCOMMANDS = {
   { "model", "choose the model from those the endpoint lists" },
   { "answer", "show the answer buffer" },
   { "review", "go to the edit or question that waits for you" },
+  { "rewind", "rewind the files and the conversation to before prompt N (through a review)" },
   { "restart", "stop the server (the next command starts it)" },
 }
 
@@ -37,6 +38,16 @@ function M.run(opts)
     agent.chat({ range = range })
   elseif sub == "undo" then
     agent.undo()
+  elseif sub == "rewind" then
+    local turn = tonumber(rest:match("^%d+$") or "")
+    if not turn or turn < 1 then
+      vim.notify(
+        "lsp-agent: usage: :LspAgent rewind N (N: the turn whose prompt to go back to)",
+        vim.log.levels.ERROR
+      )
+      return
+    end
+    agent.rewind(turn)
   elseif sub == "cancel" then
     agent.cancel()
   elseif sub == "new" then

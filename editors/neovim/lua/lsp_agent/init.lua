@@ -570,6 +570,69 @@ function M.undo()
   end)
 end
 
+--- What `lspAgent.undoTurn` answered to a rewind of the conversation, for the user.
+--- @param result table
+--- @return string message, integer level
+function M.format_rewind(result)
+  if not result.conversation then
+    local why = type(result.reason) == "string" and result.reason
+      or "the files were not restored: the conversation stays as it was"
+    return ("the rewind to before turn %s was not done: %s"):format(tostring(result.turn), why),
+      vim.log.levels.WARN
+  end
+  local lines = {
+    ("rewound to before turn %s: the agent no longer sees turns %s"):format(
+      tostring(result.turn),
+      table.concat(vim.tbl_map(tostring, result.rewound or { result.turn }), ", ")
+    ),
+  }
+  local level = vim.log.levels.INFO
+  if type(result.files) == "table" and #result.files > 0 then
+    lines[#lines + 1] = "files restored: " .. table.concat(result.files, ", ")
+  end
+  for _, refused in ipairs(type(result.refused) == "table" and result.refused or {}) do
+    lines[#lines + 1] = ("not restored: %s: %s"):format(
+      tostring(refused.path),
+      tostring(refused.why)
+    )
+    level = vim.log.levels.WARN
+  end
+  return table.concat(lines, "\n"), level
+end
+
+--- Rewind the files and the conversation of the current session to before prompt `turn`: the
+--- files through one review (what you typed since is kept), then the conversation goes on from
+--- before that prompt, which comes back into the chat's input.
+--- @param turn integer
+function M.rewind(turn)
+  local id, entry = current(true)
+  if not id then
+    return
+  end
+  client.when_ready(id, function(lsp_client)
+    if not entry.session then
+      notify("nothing to rewind: no session in this workspace yet")
+      return
+    end
+    local session = entry.session
+    local argument = { session = session, turn = turn, conversation = true }
+    client.execute(lsp_client, protocol.UNDO_TURN, argument, function(err, result)
+      if err then
+        notify(err.message or tostring(err), vim.log.levels.ERROR)
+        return
+      end
+      if type(result) ~= "table" then
+        return
+      end
+      if result.conversation then
+        chat.rewound(id, entry, session, result.prompt)
+      end
+      local message, level = M.format_rewind(result)
+      notify(message, level)
+    end)
+  end)
+end
+
 --- Go to the oldest review or question that waits for the user (keys typed before are dropped).
 function M.review()
   ensure_setup()

@@ -305,6 +305,9 @@ function M.item(bufnr, item)
       and type(selection.path) == "string"
       and M.where(selection.path, selection.startLine, selection.endLine)
     M.prompt(bufnr, item.text or "", where or nil)
+    if item.rewound then
+      M.lines(bufnr, { "_(rewound: the agent no longer sees this turn)_" }, true)
+    end
   elseif kind == "answer" then
     M.text(bufnr, item.text or "")
   elseif kind == "tool" then
@@ -321,6 +324,8 @@ function M.item(bufnr, item)
     M.compaction(bufnr, item.strategy, item.before, item.after)
   elseif kind == "undo" then
     M.undo(bufnr, item.undid, item.files)
+  elseif kind == "rewind" then
+    M.lines(bufnr, { ("_conversation rewound to before turn %s_"):format(tostring(item.to)) }, true)
   elseif kind == "status" then
     M.status(bufnr, item.status, item.error)
   end

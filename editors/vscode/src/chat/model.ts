@@ -52,6 +52,8 @@ interface Base {
     /** Stable for the item's life in this model: the webview keys its elements by it. */
     key: number;
     turn: number;
+    /** Its turn was rewound: the model no longer sees it (the chat shows it folded). */
+    rewound?: boolean;
 }
 
 export interface PromptItem extends Base {
@@ -66,7 +68,7 @@ export interface PromptItem extends Base {
     selection?: SelectionRef;
     /** Asked in ask mode: an answer without changes. */
     mode?: 'ask';
-    /** Whether the files can be rewound to before this prompt (a later turn's edits landed). */
+    /** Whether the chat offers a rewind to before this prompt (no turn runs, it was not rewound). */
     rewind: boolean;
 }
 
@@ -380,9 +382,14 @@ function compactionText(strategy: string | undefined, before: number | undefined
 function undoText(turn: number | undefined, files: readonly string[] | undefined, turns?: readonly number[]): string {
     const list = files && files.length > 0 ? `: ${files.join(', ')}` : '';
     if (turns && turns.length > 0) {
-        return `Rewound to before turn ${turn ?? turns[0]} (turns ${turns.join(', ')} undone)${list}`;
+        return `Rewound to before turn ${turn ?? turns[0]} (turn${turns.length > 1 ? 's' : ''} ${turns.join(', ')} undone)${list}`;
     }
     return `Turn ${turn ?? '?'} undone${list}`;
+}
+
+function rewoundText(to: number, turns: readonly number[]): string {
+    const which = turns.length > 1 ? `turns ${turns.join(', ')}` : `turn ${turns[0] ?? to}`;
+    return `Conversation rewound to before turn ${to} (${which} folded)`;
 }
 
 export class ChatModel {
@@ -401,6 +408,8 @@ export class ChatModel {
     private undone = new Set<number>();
     private undoing = new Set<number>();
     private rewinding = new Set<number>();
+    /** Turns the conversation was rewound over. */
+    private rewound = new Set<number>();
     /** A review that came with no edit card to carry it. */
     private looseReview: ReviewItem | undefined;
 
@@ -416,6 +425,7 @@ export class ChatModel {
         this.undone.clear();
         this.undoing.clear();
         this.rewinding.clear();
+        this.rewound.clear();
         this.looseReview = undefined;
         this.context = {};
         for (const item of history) {
@@ -694,6 +704,30 @@ export class ChatModel {
         return change;
     }
 
+    /**
+     * The conversation went back to before `to`'s prompt: the items of the `turns` it went back
+     * over stay, marked rewound (the webview folds them); a note says so.
+     */
+    setRewound(to: number, turns: readonly number[]): Change {
+        const change: Change = { upsert: [], remove: [] };
+        const over = new Set(turns.length > 0 ? turns : [to]);
+        over.forEach((turn) => this.rewound.add(turn));
+        for (const item of this.items) {
+            if (over.has(item.turn) && !item.rewound && item.kind !== 'note' && item.kind !== 'review') {
+                item.rewound = true;
+                change.upsert.push(item);
+            }
+        }
+        change.upsert.push(this.note(this.lastTurn(), rewoundText(to, [...over]), 'info'));
+        change.upsert.push(...this.refreshUndo().filter((item) => !change.upsert.includes(item)));
+        return change;
+    }
+
+    /** Whether the conversation was rewound over `turn`. */
+    isRewound(turn: number): boolean {
+        return this.rewound.has(turn);
+    }
+
     /** The last turn whose edits can be undone. */
     lastUndoable(): number | undefined {
         const turns = this.items.filter((item): item is StatusItem => item.kind === 'status' && item.undo === 'available');
@@ -769,6 +803,11 @@ export class ChatModel {
                 }
                 (item.turns ?? []).forEach((undid) => this.undone.add(undid));
                 this.note(turn, undoText(item.undid, item.files, item.turns), 'info');
+                break;
+            case 'rewind':
+                if (typeof item.to === 'number') {
+                    this.setRewound(item.to, item.turns ?? []);
+                }
                 break;
             case 'usage': {
                 const usage: Usage = {
@@ -888,7 +927,7 @@ export class ChatModel {
         const running = this.live !== undefined || this.undoing.size > 0;
         for (const item of this.items) {
             if (item.kind === 'prompt') {
-                const rewind = !running && this.rewindable(item.turn).length > 0;
+                const rewind = !running && !this.rewound.has(item.turn);
                 if (rewind !== item.rewind) {
                     item.rewind = rewind;
                     changed.push(item);

@@ -166,9 +166,11 @@ export class ChatView implements TurnView, vscode.WebviewViewProvider, vscode.We
 
     /**
      * Undo `turn` of the session shown (undefined: its last turn with edits), through the
-     * review; `rewind`: that turn and every later one, the files as before its prompt.
+     * review; `rewind`: that turn and every later one, the files as before its prompt;
+     * `conversation` (with `rewind`): the conversation too goes back to before the prompt, and
+     * the prompt comes back into the input.
      */
-    async undo(turn?: number, rewind = false): Promise<void> {
+    async undo(turn?: number, rewind = false, conversation = false): Promise<void> {
         const session = this.model.session ?? this.turns?.currentSession;
         if (!session) {
             void vscode.window.showInformationMessage('LSP Agent: no session to undo a turn of yet.');
@@ -182,7 +184,7 @@ export class ChatView implements TurnView, vscode.WebviewViewProvider, vscode.We
         if (turn !== undefined) {
             this.push(this.model.setUndo(turn, 'running', undefined, undefined, rewind));
         }
-        const argument = turn === undefined ? { session } : rewind ? { session, turn, rewind } : { session, turn };
+        const argument = turn === undefined ? { session } : rewind ? { session, turn, rewind, ...(conversation ? { conversation } : {}) } : { session, turn };
         const answer = await this.request<UndoResult>(UNDO_TURN, argument);
         if ('error' in answer) {
             if (turn !== undefined) {
@@ -195,7 +197,25 @@ export class ChatView implements TurnView, vscode.WebviewViewProvider, vscode.We
         const refused = (result.refused ?? []).map((r) => `${r.path} (${r.why})`).join('; ');
         const what = rewind ? `The rewind to before turn ${result.turn}` : `The undo of turn ${result.turn}`;
         this.push(this.model.setUndo(result.turn, result.applied ? 'done' : 'failed', result.files, result.turns));
-        if (!result.proposed) {
+        if (result.conversation) {
+            this.push(this.model.setRewound(result.turn, result.rewound ?? []));
+            if (refused) {
+                this.push(this.model.addNote(`Left as they are: ${refused}.`, 'warning'));
+            }
+            // The prompt goes back into the input, to be changed and sent again: the keyboard too.
+            if (this.panel?.active) {
+                this.panel.reveal();
+            } else {
+                await vscode.commands.executeCommand(`${CHAT_VIEW}.focus`);
+            }
+            this.post({ type: 'restorePrompt', text: splitContext(result.prompt ?? '').text });
+            this.announce(`${what} is done: the conversation is back to before that prompt, which is in the input again.`);
+            return;
+        }
+        if (conversation) {
+            const why = result.reason ?? (result.applied ? 'the conversation stays as it was' : 'the files were not restored');
+            this.push(this.model.addNote(`${what}: ${why}.`, 'warning'));
+        } else if (!result.proposed) {
             this.push(this.model.addNote(`${what} changed nothing: ${refused || 'nothing to restore'}.`, 'warning'));
         } else if (!result.applied) {
             this.push(this.model.addNote(`${what} was not applied.`, 'warning'));
@@ -426,18 +446,30 @@ export class ChatView implements TurnView, vscode.WebviewViewProvider, vscode.We
     }
 
     /** Rewind the files to before the prompt of `turn`, after the user says yes. */
+    /** The prompt row's rewind: the files and the conversation (the default), or the files only. */
     private async rewind(turn: number): Promise<void> {
-        const undone = this.model.rewindable(turn);
-        if (undone.length === 0) {
+        if (this.model.isRewound(turn)) {
             return;
         }
+        const undone = this.model.rewindable(turn);
+        const BOTH = 'Rewind Files and Conversation';
+        const FILES = 'Rewind Files Only';
+        const files =
+            undone.length > 0
+                ? `The edits of turn${undone.length > 1 ? 's' : ''} ${undone.join(', ')} are undone in one edit you review; what you typed since stays.`
+                : 'No turn from it changed files.';
+        const detail =
+            `${files}\n\n${BOTH}: the agent also forgets the conversation from this prompt on (the chat keeps it, folded), ` +
+            'and the prompt goes back into the input.' +
+            (undone.length > 0 ? `\n${FILES}: the conversation goes on as it is.` : '');
         const choice = await vscode.window.showWarningMessage(
-            `Restore the files to before prompt ${turn}? The edits of turn${undone.length > 1 ? 's' : ''} ${undone.join(', ')} are undone ` +
-                'in one edit you review; what you typed since stays.',
-            { modal: true },
-            'Restore Files',
+            `Rewind to before prompt ${turn}?`,
+            { modal: true, detail },
+            ...(undone.length > 0 ? [BOTH, FILES] : [BOTH]),
         );
-        if (choice === 'Restore Files') {
+        if (choice === BOTH) {
+            await this.undo(turn, true, true);
+        } else if (choice === FILES) {
             await this.undo(turn, true);
         }
     }

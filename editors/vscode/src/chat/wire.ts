@@ -56,6 +56,8 @@ export type ToWebview =
     | { type: 'focus' }
     /** A prompt that could not be sent goes back into the input, so it is not lost. */
     | { type: 'draft'; text: string }
+    /** The prompt of a turn the conversation was rewound to before: back in the input, to edit. */
+    | { type: 'restorePrompt'; text: string }
     /** The colour theme's token colours, by highlight.js class (`keyword` → `#569cd6`). */
     | { type: 'tokenColors'; colors: Record<string, string>; styles: Record<string, string> };
 

@@ -203,12 +203,20 @@ function prompt(item: PromptItem): HTMLElement {
             icon('account'),
             h('span', {}, 'You'),
             item.mode === 'ask' ? h('span', { class: 'badge mode-badge', title: 'Asked in ask mode: an answer without changes' }, 'Ask') : undefined,
+            item.rewound ? h('span', { class: 'badge rewound-badge', title: 'The conversation was rewound to before this turn: the agent no longer sees it' }, 'Rewound') : undefined,
+            item.rewound
+                ? button(unfolded.has(item.turn) ? `Hide rewound turn ${item.turn}` : `Show rewound turn ${item.turn}`, 'foldRewound', {
+                      icon: unfolded.has(item.turn) ? 'fold-up' : 'fold-down',
+                      key: item.turn,
+                      kind: 'icon-button fold-rewound',
+                  })
+                : undefined,
             item.rewind
-                ? button(`Rewind: restore the files to before this prompt (turn ${item.turn})`, 'rewind', {
+                ? button(`Rewind: go back to before this prompt (turn ${item.turn})`, 'rewind', {
                       icon: 'history',
                       key: item.turn,
                       kind: 'icon-button rewind',
-                      title: 'Restore the files to before this prompt',
+                      title: 'Rewind the files and the conversation to before this prompt',
                   })
                 : undefined,
         ),
@@ -504,9 +512,17 @@ log.addEventListener('scroll', () => {
     }
 });
 
+/** Rewound turns whose items the user unfolded (their prompt row always shows). */
+const unfolded = new Set<number>();
+
 function place(item: ChatItem, before?: number): void {
     const made = render(item);
     made.dataset.key = String(item.key);
+    if (item.rewound) {
+        made.classList.add('rewound');
+        made.dataset.turn = String(item.turn);
+        made.hidden = item.kind !== 'prompt' && !unfolded.has(item.turn);
+    }
     const old = elements.get(item.key);
     if (old) {
         // A <details> the user opened stays open when its item is drawn again.
@@ -692,6 +708,14 @@ window.addEventListener('message', (event: MessageEvent<ToWebview>) => {
         case 'focus':
             input.focus();
             break;
+        case 'restorePrompt':
+            // The prompt the conversation went back to before: in the input again, to edit and send.
+            input.value = input.value.trim() ? `${message.text}\n${input.value.trim()}` : message.text;
+            vscode.setState({ draft: input.value });
+            resize();
+            input.focus();
+            input.setSelectionRange(input.value.length, input.value.length);
+            break;
         case 'draft':
             // A prompt taken out of the queue: back in the input, after what is there.
             input.value = input.value.trim() ? `${input.value.trimEnd()}\n${message.text}` : message.text;
@@ -750,6 +774,9 @@ document.addEventListener('click', (event) => {
         case 'rewind':
             vscode.postMessage({ type: 'rewind', turn: key });
             break;
+        case 'foldRewound':
+            foldRewound(key, pressed);
+            break;
         case 'unqueue':
             vscode.postMessage({ type: 'unqueue', id: key });
             break;
@@ -790,6 +817,22 @@ document.addEventListener('click', (event) => {
             break;
     }
 });
+
+/** Show or hide what a rewound turn said and did (the model no longer sees it; the user can). */
+function foldRewound(turn: number, pressed: HTMLElement): void {
+    const open = !unfolded.has(turn);
+    if (open) {
+        unfolded.add(turn);
+    } else {
+        unfolded.delete(turn);
+    }
+    log.querySelectorAll<HTMLElement>(`.rewound[data-turn="${turn}"]:not(.prompt)`).forEach((made) => (made.hidden = !open));
+    const label = `${open ? 'Hide' : 'Show'} rewound turn ${turn}`;
+    pressed.setAttribute('aria-label', label);
+    pressed.title = label;
+    pressed.setAttribute('aria-expanded', String(open));
+    pressed.replaceChildren(icon(open ? 'fold-up' : 'fold-down'));
+}
 
 send.addEventListener('click', sendPrompt);
 stop.addEventListener('click', () => vscode.postMessage({ type: 'stop' }));
