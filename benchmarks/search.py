@@ -1,4 +1,4 @@
-"""Benchmark: the `search` tool versus ripgrep run directly (target: ≤ 1.1×).
+"""Benchmark: the `search` tool versus ripgrep run directly (target: ≤ 1.1×), and `#codebase`.
 
 Builds a repository of a few thousand Python-like files in a temporary folder (or searches the
 folder given as the first argument), then times, for a rare and a common pattern, the median
@@ -7,6 +7,9 @@ of N runs of:
 - `files.search(...)`, the tool as the agent calls it (subprocess, JSON parsing, cap at 50);
 - `rg -n PATTERN`, run directly as a user would, all output read;
 - ripgrep with exactly the tool's flags, all output read (the tool minus its Python side).
+
+Then `#codebase` for one prompt: the terms found, searched and ranked as a turn does before its
+first model call, beside `rg -n -i` with the same terms run directly.
 
 Usage: .venv/bin/python benchmarks/search.py [REPO] [--files N] [--runs N] [--pattern REGEX]
 """
@@ -25,6 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from lsp_agent.agent import codebase
 from lsp_agent.tools import files
 from lsp_agent.tools.workspace import Workspace
 
@@ -94,6 +98,30 @@ async def measure(root: Path, pattern: str, runs: int) -> None:
     print(f"  rg, the tool's flags   {flags_ms:8.1f} ms   tool/flags  = {tool_ms / flags_ms:.2f}×")
 
 
+async def measure_codebase(root: Path, prompt: str, runs: int) -> None:
+    """Time `#codebase` for `prompt` beside ripgrep run directly with the same terms."""
+    ws = Workspace(root)
+    terms = codebase.terms(prompt)
+    direct = [files.find_rg(), "-n", "-i", *(arg for term in terms for arg in ("-e", term))]
+    samples: dict[str, list[float]] = {"codebase": [], "direct": []}
+    found = None
+    for round_ in range(runs + 1):
+        start = time.perf_counter()
+        found = await codebase.search(ws, prompt)
+        codebase_s = time.perf_counter() - start
+        start = time.perf_counter()
+        subprocess.run([*direct, "--", "."], cwd=root, capture_output=True, check=False)
+        direct_s = time.perf_counter() - start
+        if round_ > 0:
+            samples["codebase"].append(codebase_s)
+            samples["direct"].append(direct_s)
+    assert found is not None
+    ours, theirs = median_ms(samples["codebase"]), median_ms(samples["direct"])
+    print(f"#codebase {prompt!r}: terms {terms}, {found.summary}")
+    print(f"  #codebase              {ours:8.1f} ms   ({len(found.text)} characters for the model)")
+    print(f"  rg -n -i, same terms   {theirs:8.1f} ms   codebase/direct = {ours / theirs:.2f}×")
+
+
 def main() -> None:
     """Parse arguments, build or take the repository, print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -114,6 +142,8 @@ def main() -> None:
         print(f"median of {args.runs} runs; target: tool ≤ 1.1× rg direct\n")
         for pattern in patterns:
             asyncio.run(measure(root, pattern, args.runs))
+        prompt = "#codebase where do we `render_cache` the queue events?"
+        asyncio.run(measure_codebase(root, prompt, args.runs))
 
 
 if __name__ == "__main__":
