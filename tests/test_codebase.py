@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 
+from lsp_agent.agent import codebase
 from lsp_agent.agent.codebase import asked, terms
+from lsp_agent.tools.workspace import Workspace
 from tests.editor import Editor
 from tests.fake_model import ScriptedModel, reply
 
@@ -35,6 +37,28 @@ def test_code_spans_and_identifiers_come_before_words_and_common_words_are_left_
 
 def test_at_most_six_terms_are_searched() -> None:
     assert len(terms("alpha_1 beta_2 gamma_3 delta_4 epsilon_5 zeta_6 eta_7 theta_8")) == 6
+
+
+async def test_a_rare_identifier_outranks_a_word_every_file_has(tmp_path: Path) -> None:
+    # Forty files say "client"; one deep in the tree has the identifier asked about: it comes
+    # right after the file that has both, before any of the forty.
+    for number in range(40):
+        (tmp_path / "pkg").mkdir(exist_ok=True)
+        (tmp_path / "pkg" / f"m{number:02d}.py").write_text("client = None\n")
+    (tmp_path / "zz" / "deep").mkdir(parents=True)
+    (tmp_path / "zz" / "deep" / "handler.py").write_text("def retry_after(): ...\n")
+    (tmp_path / "net").mkdir()
+    (tmp_path / "net" / "client.py").write_text("client.retry_after(3)\n")
+    found = await codebase.search(Workspace(tmp_path), "how does the client `retry_after`?")
+    assert found.terms == ["retry_after", "client"]
+    shown = [line for line in found.text.splitlines() if not line.startswith((" ", "…", "The"))]
+    assert shown[:2] == [
+        "net/client.py (has retry_after, client)",
+        "zz/deep/handler.py (has retry_after)",
+    ]
+    assert len(shown) == codebase.FILES_SHOWN
+    assert found.summary == f"42 files match retry_after, client; {codebase.FILES_SHOWN} shown"
+    assert found.text.endswith("… 34 more files match")
 
 
 pytestmark_async = pytest.mark.asyncio(loop_scope="module")

@@ -768,7 +768,7 @@ def test_hash_codebase_is_completed_and_the_model_gets_the_files_that_match(
     wait_until("the answer", lambda: "In hello.py." in term.chat("conversation"), term)
     asked = user_message(model.requests[0])
     assert asked.startswith("where do we `greet`? #codebase\n\nThe user added #codebase")
-    assert "hello.py\n  1: def greet():" in asked
+    assert "hello.py (has greet)\n  1: def greet():" in asked
     # The search shows in the conversation as the tool line it is.
     assert "  ✓ 1 file matches greet; 1 shown" in term.chat("conversation")
 

@@ -54,7 +54,7 @@ def test_hash_codebase_sends_the_matching_files_and_shows_the_search(
     turns_ended(chat, 1)
     asked = last_prompt(model.requests[0])
     assert asked.startswith("#codebase where do we `retry_after`?\n\nThe user added #codebase")
-    assert "net/client.py\n  2: def retry_after(self, seconds):" in asked
+    assert "net/client.py (has retry_after)\n  2: def retry_after(self, seconds):" in asked
     assert "sk-not-for-the-model" not in asked  # .env files are never searched
     prompt = chat.locator(".item.prompt")
     assert prompt.locator(".prompt-text").inner_text() == "where do we `retry_after`?"

@@ -3,13 +3,16 @@
 A user who adds `#codebase` asks about the project as a whole ("where do we retry requests?").
 The agent could search on its own, at the price of a model call before anything is found; this
 gives it a start instead: the prompt's terms (code spans, identifiers, then the rarer words) are
-searched once with ripgrep, under the same exclusions as the `search` tool (`.gitignore`, `.git`,
-virtualenvs, `node_modules`, `.env*`), and the files that match the most terms go into the user
-message with their matching lines. The model is told it is a start, to be read before relied on.
+searched with ripgrep, under the same exclusions as the `search` tool (`.gitignore`, `.git`,
+virtualenvs, `node_modules`, `.env*`), and the files that hold the most telling terms (rare
+ones weigh more than common ones) go into the user message with their matching lines. The
+model is told it is a start, to be read before relied on. Files are searched as saved.
 """
 
 from __future__ import annotations
 
+import asyncio
+import math
 import re
 from dataclasses import dataclass
 
@@ -22,8 +25,10 @@ FILES_SHOWN = 8
 """Files shown at most, those matching the most terms first."""
 LINES_PER_FILE = 4
 """Matching lines shown per file at most."""
-MATCHES_READ = 400
-"""Matches read from ripgrep before ranking."""
+FILES_PER_TERM = 5000
+"""Files listed per term at most (past it the term counts as common, and the count says +)."""
+LINES_READ_PER_FILE = 50
+"""Matching lines read per file shown, before the best are picked."""
 TIMEOUT = 10.0
 """Seconds the search may take; the turn goes on without it after that."""
 
@@ -188,7 +193,12 @@ def terms(prompt: str) -> list[str]:
 
 async def search(workspace: Workspace, prompt: str) -> Found:
     """Search the workspace for the prompt's terms; raises `ToolError` as the search tool does
-    (ripgrep missing, stopped, failed)."""
+    (ripgrep missing, stopped, failed).
+
+    Each term's files are listed apart (one ripgrep each, at once), so a common word cannot
+    crowd a rare identifier out; a file scores the weight of each term it holds (rarer terms
+    weigh more, a term in its path counts again), and the best files' matching lines are read
+    in one more search of those files only."""
     wanted = terms(prompt)
     if not wanted:
         text = (
@@ -196,46 +206,72 @@ async def search(workspace: Workspace, prompt: str) -> Found:
             "for: search it yourself as the question needs."
         )
         return Found([], text, "no term to search for", 0, 0)
-    pattern = "(?i)" + "|".join(re.escape(term) for term in wanted)
-    found = await files.matches(workspace, pattern, max_matches=MATCHES_READ, timeout=TIMEOUT)
     listed = ", ".join(f"`{term}`" for term in wanted)
-    if not found:
+    found = await asyncio.gather(
+        *(
+            files.files_matching(
+                workspace, _pattern([term]), max_files=FILES_PER_TERM, timeout=TIMEOUT
+            )
+            for term in wanted
+        )
+    )
+    holding = {term: set(paths) for term, (paths, _) in zip(wanted, found, strict=True)}
+    more = any(capped for _, capped in found)
+    every = set().union(*holding.values())
+    if not every:
         text = (
             f"The user added #codebase: no file in the workspace matches the prompt's terms "
             f"({listed}), outside .gitignore'd files, .git, virtualenvs, node_modules and "
             ".env files."
         )
         return Found(wanted, text, f"no matches for {', '.join(wanted)}", 0, 0)
-    lowered = [term.lower() for term in wanted]
-    by_file: dict[str, list[tuple[int, str, set[str]]]] = {}
-    for path, number, line in found:
-        hit = {term for term in lowered if term in line.lower()}
-        by_file.setdefault(path, []).append((number, line, hit))
+    commonest = max(len(paths) for paths in holding.values())
+    weight = {
+        term: math.log2(1 + commonest / len(paths)) for term, paths in holding.items() if paths
+    }
 
-    def rank(path: str) -> tuple[int, int, str]:
-        matched = set().union(*(hit for _, _, hit in by_file[path]))
-        matched |= {term for term in lowered if term in path.lower()}
-        return (-len(matched), -len(by_file[path]), path)
+    def score(path: str) -> tuple[float, int, str]:
+        held = [term for term in weight if path in holding[term]]
+        named = [term for term in held if term.lower() in path.lower()]
+        return (-sum(weight[term] for term in held + named), -len(held), path)
 
-    shown = sorted(by_file, key=rank)[:FILES_SHOWN]
+    shown = sorted(every, key=score)[:FILES_SHOWN]
+    lines = await files.matches(
+        workspace,
+        _pattern(wanted),
+        paths=shown,
+        max_matches=FILES_SHOWN * LINES_READ_PER_FILE,
+        timeout=TIMEOUT,
+    )
+    by_file: dict[str, list[tuple[int, str, float]]] = {path: [] for path in shown}
+    for path, number, line in lines:
+        lowered = line.lower()
+        worth = sum(w for term, w in weight.items() if term.lower() in lowered)
+        by_file.setdefault(path, []).append((number, line, worth))
     blocks = []
-    lines = 0
+    count = 0
     for path in shown:
-        best = sorted(by_file[path], key=lambda match: (-len(match[2]), match[0]))
-        picked = sorted(best[:LINES_PER_FILE], key=lambda match: match[0])
-        lines += len(picked)
-        more = len(by_file[path]) - len(picked)
+        best = sorted(by_file[path], key=lambda match: (-match[2], match[0]))[:LINES_PER_FILE]
+        picked = sorted(best, key=lambda match: match[0])
+        count += len(picked)
         body = "\n".join(f"  {number}: {line.strip()}" for number, line, _ in picked)
-        blocks.append(f"{path}\n{body}" + (f"\n  … {more} more matching lines" if more else ""))
-    others = len(by_file) - len(shown)
+        held = ", ".join(term for term in wanted if path in holding[term])
+        blocks.append(f"{path} (has {held})" + (f"\n{body}" if body else ""))
+    others = len(every) - len(shown)
     text = (
         f"The user added #codebase: the workspace was searched for the prompt's terms "
-        f"({listed}) before this turn. The files that match the most terms, with their "
-        "matching lines (a start: read a file before relying on it, and search further as "
-        "the question needs):\n"
+        f"({listed}) before this turn. The files that match the most telling terms, with "
+        "their matching lines (a start: read a file before relying on it, and search further "
+        "as the question needs):\n"
         + "\n".join(blocks)
-        + (f"\n… {others} more files match" if others else "")
+        + (f"\n… {others}{'+' if more else ''} more files match" if others else "")
     )
-    matching = f"{len(by_file)} files match" if len(by_file) != 1 else "1 file matches"
+    total = f"{len(every)}{'+' if more else ''}"
+    matching = "1 file matches" if total == "1" else f"{total} files match"
     summary = f"{matching} {', '.join(wanted)}; {len(shown)} shown"
-    return Found(wanted, text, summary, len(shown), lines)
+    return Found(wanted, text, summary, len(shown), count)
+
+
+def _pattern(wanted: list[str]) -> str:
+    """A case-insensitive ripgrep pattern for any of the terms, each taken literally."""
+    return "(?i)" + "|".join(re.escape(term) for term in wanted)

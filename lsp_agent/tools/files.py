@@ -183,14 +183,48 @@ async def search(
 
 
 async def matches(
-    ws: Workspace, pattern: str, *, max_matches: int, timeout: float = RG_TIMEOUT
+    ws: Workspace,
+    pattern: str,
+    *,
+    paths: Sequence[str] = (),
+    max_matches: int,
+    timeout: float = RG_TIMEOUT,
 ) -> list[tuple[str, int, str]]:
-    """The first `max_matches` matches of `pattern` in the workspace, as (path, line, text)
-    sorted by path and line, with `search()`'s exclusions; none when ripgrep was stopped
-    before it found any. An invalid pattern is a ToolError quoting ripgrep."""
-    kept, _ = await _matches(ws, pattern, "", None, max_matches, timeout)
+    """The first `max_matches` matches of `pattern` in `paths` (relative to the root; the whole
+    workspace when empty), as (path, line, text) sorted by path and line, with `search()`'s
+    exclusions. An invalid pattern is a ToolError quoting ripgrep."""
+    kept: list[tuple[str, int, str]] = []
+
+    def take(line: bytes) -> None:
+        if len(kept) < max_matches:
+            kept.append(_parse_match(line))
+
+    argv = [find_rg(), "--json", *_common_flags(None), "--regexp", pattern, "--", *(paths or ".")]
+    scan = await _scan(
+        argv, ws.root, take, select=_MATCH_PREFIX, limit=max_matches + 1, timeout=timeout
+    )
+    if scan.failed and scan.found == 0:
+        raise _rg_failure(scan.errors, pattern, None)
     kept.sort(key=lambda match: (match[0], match[1]))
     return kept
+
+
+async def files_matching(
+    ws: Workspace, pattern: str, *, max_files: int, timeout: float = RG_TIMEOUT
+) -> tuple[list[str], bool]:
+    """The files of the workspace with a line matching `pattern` (relative, sorted; at most
+    `max_files`), with `search()`'s exclusions, and whether more were left out."""
+    kept: list[str] = []
+
+    def take(line: bytes) -> None:
+        if len(kept) < max_files:
+            kept.append(_relative_output(line.decode("utf-8", "replace")))
+
+    argv = [find_rg(), "--files-with-matches", *_common_flags(None), "--regexp", pattern, "--", "."]
+    scan = await _scan(argv, ws.root, take, select=b"", limit=max_files + 1, timeout=timeout)
+    if scan.failed and scan.found == 0:
+        raise _rg_failure(scan.errors, pattern, None)
+    return sorted(kept), scan.found > max_files or bool(scan.stopped)
 
 
 async def _matches(
