@@ -18,7 +18,7 @@ import pytest
 
 from lsp_agent.context.cap import Spills
 from lsp_agent.errors import ToolError
-from lsp_agent.safety import landlock
+from lsp_agent.safety import landlock, sandbox
 from lsp_agent.safety.limits import MAX_PROCESSES, cgroup_parent
 from lsp_agent.safety.protected import guards
 from lsp_agent.safety.sandbox import (
@@ -169,6 +169,16 @@ def test_without_bwrap_the_probe_finds_the_landlock_wall_and_says_what_it_leaves
     assert f"Landlock ABI {landlock.abi()} and seccomp" in found.reason
     assert "no private /tmp" in found.uncovered
     assert "own PID namespace" in found.reason or "no PID namespace" in found.uncovered
+
+
+def test_landlock_below_abi_6_without_a_pid_namespace_says_signals_are_not_confined() -> None:
+    old_kernel = sandbox.landlock_uncovered(5, own_pids=False)
+    assert "no PID namespace could be made here" in old_kernel
+    assert "does not confine signals" in old_kernel
+    # ABI 6 scopes signals; a PID namespace keeps them in whatever the ABI.
+    assert "does not confine signals" not in sandbox.landlock_uncovered(6, own_pids=False)
+    assert "signals" not in sandbox.landlock_uncovered(5, own_pids=True)
+    assert sandbox.landlock_uncovered(5, own_pids=True) == sandbox.LANDLOCK_UNCOVERED
 
 
 def test_when_bwrap_cannot_make_namespaces_the_probe_says_so(

@@ -110,6 +110,11 @@ NO_PID_NAMESPACE = (
     "environment), and a process it starts in a session of its own (setsid) can outlive it"
 )
 
+SIGNALS_UNCONFINED = (
+    "; and this kernel's Landlock (ABI below 6) does not confine signals: a command can signal "
+    "(stop, kill) your other processes that run as the same user"
+)
+
 _SEATBELT = "/usr/bin/sandbox-exec"
 
 
@@ -620,8 +625,15 @@ def _probe_landlock(why_not_bwrap: str) -> Availability:
         f"{prefix}Landlock ABI {version} and seccomp: writes only in the workspace (protected "
         f"paths excluded) and a private temporary folder, {network}, {signals}, no "
         f"capability, {pids}{_processes()}, {_memory()}",
-        LANDLOCK_UNCOVERED + ("" if own_pids else NO_PID_NAMESPACE),
+        landlock_uncovered(version, own_pids),
     )
+
+
+def landlock_uncovered(version: int, own_pids: bool) -> str:
+    """What the Landlock wall of ABI `version` does not stop, with or without a PID namespace."""
+    if own_pids:
+        return LANDLOCK_UNCOVERED  # the namespace keeps its signals in, whatever the ABI
+    return LANDLOCK_UNCOVERED + NO_PID_NAMESPACE + ("" if version >= 6 else SIGNALS_UNCONFINED)
 
 
 def _processes() -> str:
