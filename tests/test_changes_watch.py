@@ -506,3 +506,26 @@ async def test_a_watcher_that_cannot_be_probed_is_said_so_and_still_watched(
         assert len(logged) == 1
     finally:
         await tracker.stop()
+
+
+async def test_a_folder_a_gitignore_edit_lets_in_is_watched_without_a_restart(repo: Path) -> None:
+    # build/ is ignored at the start, so the root is watched on its own and build/ not at all.
+    # The user drops it from .gitignore: from then on its files are the user's, and they come
+    # as events (the watcher is never caught missing one by the per-turn audit).
+    (repo / "build" / "out").mkdir(parents=True)
+    (repo / "build" / "out" / "old.txt").write_text("old\n")
+    logged: list[str] = []
+    tracker = ChangeTracker(repo, log_line=logged.append)
+    await tracker.start()
+    try:
+        await tracker.snapshot()
+        before = tracker.watches
+        (repo / ".gitignore").write_text("*.log\n")
+        await until(lambda: tracker.watches >= before + 2, "build and build/out watched")
+        (repo / "build" / "out" / "new.txt").write_text("new\n")
+
+        entries = await wait_for(tracker, lambda e: "build/out/new.txt" in paths(e))
+        assert by_path(entries)["build/out/new.txt"].status == ADDED
+        assert (tracker.watching, logged) == ("inotify", [])
+    finally:
+        await tracker.stop()

@@ -420,8 +420,11 @@ class Watcher:
                 continue
             rels.append(rel)
             if rel == ".gitignore" or rel.endswith("/.gitignore"):
-                self.rules.reload(rel.rpartition("/")[0])
+                folder = rel.rpartition("/")[0]
+                self.rules.reload(folder)
                 ignore_files = True
+                if self._planned:
+                    self._jobs.put(functools.partial(self._let_in, folder))
         now = time.monotonic()
         with self._lock:
             inbox = self._inbox
@@ -770,6 +773,30 @@ class Watcher:
                 before = len(watched.dirs)
                 watched.dirs |= set(areas[0].dirs)
                 self._used += len(watched.dirs) - before
+
+    def _let_in(self, folder: str) -> None:
+        """A `.gitignore` in `folder` changed: each folder below it that was skipped and is
+        not any more, beside a folder watched on its own, gets its watch. (A folder newly
+        ignored keeps its watch; its events are no longer taken.)"""
+        with self._lock:
+            alone = [
+                w.rel
+                for w in self._watched
+                if w.rel is not None and not w.recursive and w.live and _at_or_below(w.rel, folder)
+            ]
+        for parent in alone:
+            try:
+                children = [
+                    entry.name
+                    for entry in os.scandir(self.root / parent)
+                    if entry.is_dir(follow_symlinks=False)
+                ]
+            except OSError:
+                continue
+            for name in sorted(children):
+                rel = f"{parent}/{name}" if parent else name
+                if not self._stopped and not self.rules.skip_dir(rel):
+                    self._watch_new(rel)
 
     def _watch_new(self, rel: str) -> None:
         """A kept folder appeared in a folder watched on its own: watch it, and have
