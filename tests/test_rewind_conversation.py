@@ -180,6 +180,9 @@ async def test_a_turn_without_edits_rewinds_the_conversation_and_touches_no_file
     assert "make it ten" in sent(after)
     assert "Ten now." in sent(after)
     assert "earlier point" not in after["messages"][-1]["content"], "no files to tell of"
+    # The turn after the rewind continues the two turns the model still has, not three.
+    (start,) = editor.events_of("start", session=session, turn=4)
+    assert "(2 earlier turns)" in start["message"], start["message"]
     with pytest.raises(JsonRpcException) as raised:
         await editor.command(
             "lspAgent.undoTurn", {"session": session, "turn": 3, "conversation": True}

@@ -75,6 +75,8 @@ class Session:
     """Which stored messages are sent stubbed, dropped or replaced by a hand-off note."""
     turns: int = 0
     """Number of user prompts so far."""
+    rewound: int = 0
+    """How many of them a rewind took back: the model no longer sees them."""
     task: asyncio.Task[TurnResult] | None = None
     """The running turn, if any: one at a time per session."""
     notes: list[str] = field(default_factory=list)

@@ -268,6 +268,7 @@ class Agent:
             meter,
             stored.state,
             turns=transcript.turns,
+            rewound=len(rewound_turns(stored.records)),
             usage=used(stored.records),
         )
         session.instructions = stored.instructions

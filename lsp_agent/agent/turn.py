@@ -374,7 +374,8 @@ class Turn:
 
     def _announce(self) -> None:
         """The turn's first event: what it answers, and whether it continues a conversation."""
-        earlier = self.number - 1
+        # The turns the model still has: those a rewind took back are not continued.
+        earlier = self.number - 1 - self.session.rewound
         message = ""
         if earlier:
             message = (
