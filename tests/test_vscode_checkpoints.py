@@ -23,6 +23,7 @@ from tests.vscode_fixtures import (
     VSCode,
     open_chat,
     open_file,
+    pick_context,
     ready,
     reload_window,
     send,
@@ -70,6 +71,11 @@ def test_a_rewind_to_before_a_prompt_restores_the_files_and_the_conversation(
     chat = open_chat(vscode)
 
     for turn, prompt in enumerate(("shorter greeting", "make it ten"), 1):
+        if turn == 2:  # the second prompt carries #codebase, which a rewind brings back too
+            chat.locator("#input").click()
+            chat.locator("#input").press_sequentially("#")
+            pick_context(vscode, "Codebase")
+            chat.locator("#chips .chip-codebase").wait_for()
         send(chat, prompt)
         chat.locator(".item.edit.state-review").get_by_role(
             "button", name="Accept the edit"
@@ -116,6 +122,7 @@ def test_a_rewind_to_before_a_prompt_restores_the_files_and_the_conversation(
     box = chat.locator("#input")
     chat.locator("#input:focus").wait_for()
     assert box.input_value() == "make it ten"
+    assert chat.locator("#chips .chip-codebase").is_visible()  # what it carried, back as chips
     for _ in "ten":
         page.keyboard.press("Backspace")
     page.keyboard.type("twenty")

@@ -87,6 +87,22 @@ export class PromptContext implements vscode.Disposable {
         this.changed();
     }
 
+    /**
+     * What a prompt carried, back for the next one (a rewind puts its prompt back in the
+     * input): its files, problems, `#codebase`, and its selection, pinned.
+     */
+    restore(added: { files: readonly string[]; problems: readonly string[]; codebase: boolean }, selection?: EditorContext): void {
+        this.files = [...new Set([...this.files, ...added.files])];
+        if (added.problems.length > 0) {
+            this.problems = { label: `problems (${added.problems.length})`, lines: [...added.problems] };
+        }
+        this.codebase ||= added.codebase;
+        if (selection) {
+            this.pinned = selection;
+        }
+        this.changed();
+    }
+
     /** What was added for the prompt being sent; the next one starts without it. */
     take(): AddedContext {
         const added = { files: [...this.files], problems: [...(this.problems?.lines ?? [])], codebase: this.codebase };

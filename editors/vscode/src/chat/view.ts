@@ -23,7 +23,7 @@ import { onDidChangeTokenColors, themeTokenColors } from '../theme';
 import type { AskOptions, Turn, Turns, TurnView } from '../turns';
 import { errorActions } from './actions';
 import { placeCode } from './apply';
-import { PromptContext } from './context';
+import { EditorContext, PromptContext } from './context';
 import { page } from './page';
 import { Change, ChatAction, ChatItem, ChatModel, PromptItem, splitContext, withContext } from './model';
 import type { ChatState, FromWebview, ToWebview } from './wire';
@@ -208,7 +208,9 @@ export class ChatView implements TurnView, vscode.WebviewViewProvider, vscode.We
             } else {
                 await vscode.commands.executeCommand(`${CHAT_VIEW}.focus`);
             }
-            this.post({ type: 'restorePrompt', text: splitContext(result.prompt ?? '').text });
+            const { text, ...added } = splitContext(result.prompt ?? '');
+            this.prompt.restore(added, this.selectionOf(result.turn));
+            this.post({ type: 'restorePrompt', text });
             this.announce(`${what} is done: the conversation is back to before that prompt, which is in the input again.`);
             return;
         }
@@ -443,6 +445,21 @@ export class ChatView implements TurnView, vscode.WebviewViewProvider, vscode.We
             }
         }
         await this.turns.ask(withContext(asked.text, asked), false, options);
+    }
+
+    /** The selection the prompt of `turn` carried, to pin again (its whole lines). */
+    private selectionOf(turn: number): EditorContext | undefined {
+        const asked = this.model.items.find((item): item is PromptItem => item.kind === 'prompt' && item.turn === turn);
+        const ref = asked?.selection;
+        if (!ref || !this.root) {
+            return undefined;
+        }
+        const uri = vscode.Uri.file(path.join(this.root, ref.path)).toString();
+        if (!ref.startLine) {
+            return { ref, uri };
+        }
+        const end = ref.endLine ?? ref.startLine;
+        return { ref, uri, range: { start: { line: ref.startLine - 1, character: 0 }, end: { line: end, character: 0 } } };
     }
 
     /** Rewind the files to before the prompt of `turn`, after the user says yes. */
