@@ -16,6 +16,7 @@ import pytest
 
 from lsp_agent.agent import codebase
 from lsp_agent.agent.codebase import asked, terms
+from lsp_agent.tools import files
 from lsp_agent.tools.workspace import Workspace
 from tests.editor import Editor
 from tests.fake_model import ScriptedModel, reply
@@ -173,3 +174,17 @@ async def test_without_codebase_nothing_is_searched_and_no_match_is_said_plainly
 async def test_codebase_must_be_a_boolean(editor: Editor) -> None:
     with pytest.raises(Exception, match="codebase must be a boolean"):
         await editor.ask("#codebase anything", codebase="yes")
+
+
+async def test_a_search_stopped_before_it_found_anything_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A stand-in for a ripgrep stopped by its time limit before its first file (a real one
+    # cannot be made to be slow on demand): what the model is told must not be "no match".
+    async def stopped(*_: object, **__: object) -> tuple[list[str], bool]:
+        return [], True
+
+    monkeypatch.setattr(files, "files_matching", stopped)
+    found = await codebase.search(Workspace(tmp_path), "where is the `client`?")
+    assert found.summary == f"stopped after {codebase.TIMEOUT:g} s"
+    assert "was stopped after 10 s before any file was found" in found.text

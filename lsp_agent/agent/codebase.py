@@ -218,6 +218,13 @@ async def search(workspace: Workspace, prompt: str) -> Found:
     holding = {term: set(paths) for term, (paths, _) in zip(wanted, found, strict=True)}
     more = any(capped for _, capped in found)
     every = set().union(*holding.values())
+    if not every and more:
+        text = (
+            f"The user added #codebase, but searching the workspace for the prompt's terms "
+            f"({listed}) was stopped after {TIMEOUT:g} s before any file was found: search "
+            "it yourself, in the folders the question is about."
+        )
+        return Found(wanted, text, f"stopped after {TIMEOUT:g} s", 0, 0)
     if not every:
         text = (
             f"The user added #codebase: no file in the workspace matches the prompt's terms "
