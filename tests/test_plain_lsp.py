@@ -736,3 +736,61 @@ def test_the_code_at_the_cursor_is_the_definition_around_it_or_the_lines_around(
 ) -> None:
     found = definitions.around(name, text, *cursor)
     assert (found.first, found.last, found.definition) == (*lines, definition)
+
+
+def test_a_prompt_sent_while_changed_settings_are_read_runs_with_the_new_ones(
+    tmp_path: Path, model: ScriptedModel, state_dir: Path, home: Path, unused_port: int
+) -> None:
+    # The user fixes the endpoint's URL and presses Retry at once: the editor has announced
+    # the change, the server has asked for the settings, and the answer is still on its way
+    # when the prompt arrives (held back here, to make the moment last). The turn must not
+    # run with the URL being replaced.
+    folder = repository(tmp_path / "project", {"app.py": "x = 1\n"})
+    nowhere = {"lspAgent": {**settings_for(model), "baseUrl": f"http://127.0.0.1:{unused_port}/v1"}}
+    fixed = {"lspAgent": settings_for(model)}
+    answers = [nowhere]
+    client = RawClient(
+        state_dir,
+        home,
+        {
+            "workspace/configuration": lambda params: answers[0] if answers else LATER,
+            "window/workDoneProgress/create": lambda params: None,
+        },
+    )
+    try:
+        client.request(
+            "initialize",
+            {
+                "processId": os.getpid(),
+                "rootUri": folder.as_uri(),
+                "workspaceFolders": [{"uri": folder.as_uri(), "name": folder.name}],
+                "initializationOptions": nowhere,
+                "capabilities": {"workspace": {"configuration": True}},
+            },
+        )
+        client.notify("initialized", {})
+        status = client.request("workspace/executeCommand", {"command": "lspAgent.status"})
+        assert status["baseUrl"] == nowhere["lspAgent"]["baseUrl"]
+
+        answers.clear()  # from now on the editor answers later
+        asked = len(client.messages("workspace/configuration"))
+        client.notify("workspace/didChangeConfiguration", {"settings": None})
+        held = client.wait_for(
+            lambda m: (
+                m.get("method") == "workspace/configuration"
+                and len(client.messages("workspace/configuration")) > asked
+            ),
+            "the server asking for the changed settings",
+        )
+        model.add(reply("Reached."))
+        ask = client.send(
+            "workspace/executeCommand",
+            {"command": "lspAgent.ask", "arguments": [{"prompt": "hello"}]},
+        )
+        client.answer(held["id"], [fixed["lspAgent"]])
+        result = client.response(ask)["result"]
+        assert result["status"] == "completed", result
+        assert result["answer"] == "Reached."
+        assert len(model.requests) == 1
+    finally:
+        client.close()

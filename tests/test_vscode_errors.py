@@ -71,6 +71,15 @@ def test_a_url_where_nothing_listens_offers_the_setting_and_retry_sends_the_prom
     harness.wait_until(
         lambda: user_settings(vscode).get("lspAgent.baseUrl") == model.base_url, 30, "the URL"
     )
+    # VS Code hands the extension a changed setting a moment after it wrote it (and a prompt
+    # sent meanwhile runs with what the server had): the user checks LSP Agent: Status, which
+    # names the endpoint in use, before Retry.
+
+    def in_use() -> bool:
+        vscode.workbench.run_command("LSP Agent: Status")
+        return f"at {model.base_url}" in vscode.output()
+
+    harness.wait_until(in_use, 30, "the status to name the new URL", interval=0.5)
 
     failed.get_by_role("button", name="Retry", exact=True).click()
     chat.locator(".item.answer", has_text="Reached at last.").wait_for()

@@ -380,6 +380,9 @@ async def _start_turn(ls: AgentServer, args: AskArguments) -> tuple[Agent, Sessi
     path = _path_of(args.uri) if args.uri is not None else None
     folder_path = _path_of(args.folder) if args.folder is not None else None
     folder = await _folder(ls, path=path, folder=folder_path, session=args.session)
+    # A prompt sent right after a setting changed (the user fixed the URL and pressed Retry)
+    # runs with the new settings, not with those the editor was being asked for.
+    await ls.settings_current()
     agent = await _agent(ls, folder)
     selection = None
     if args.uri is not None:

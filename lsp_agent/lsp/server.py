@@ -50,6 +50,8 @@ AGENT_MODULES = ("lsp_agent.agent.sessions", "lsp_agent.model.openai", "lsp_agen
 
 log = logging.getLogger(__name__)
 
+SETTINGS_WAIT_S = 5.0
+"""How long a turn waits for settings being read again before it starts with those in effect."""
 WITHDRAWN_KEPT = 256
 """Ids of withdrawn requests remembered, so that their late answers are dropped quietly."""
 
@@ -91,6 +93,8 @@ class AgentServer(LanguageServer):
         """What the client said of itself in `initializationOptions.lspAgentClient`."""
         self.settings_ready = asyncio.Event()
         """Set once the first `workspace/configuration` answer (or its absence) is known."""
+        self.settings_reading: asyncio.Task[Any] | None = None
+        """The reading of the settings the editor last said changed, while it runs."""
         self.tasks: set[asyncio.Task[Any]] = set()
         """Background tasks, kept so none is garbage-collected or fails unseen."""
         self.running: dict[Any, asyncio.Task[Any]] = {}
@@ -562,6 +566,19 @@ class AgentServer(LanguageServer):
         folder = self.folders.of_path(path.resolve()) if path is not None else None
         return folder.tracker if folder is not None else None
 
+    def read_settings(self) -> None:
+        """Read the settings again (the editor said they changed); a turn that starts
+        meanwhile waits for them (`settings_current`)."""
+        self.settings_reading = self.run_task(self.refresh_settings(), "reading the settings")
+
+    async def settings_current(self) -> None:
+        """Return once the settings the editor last announced are read (bounded: an editor
+        that does not answer `workspace/configuration` keeps the settings in effect)."""
+        reading = self.settings_reading
+        if reading is not None and not reading.done():
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(reading), SETTINGS_WAIT_S)
+
     async def ensure_agent(self, folder: Folder) -> Agent:
         """The folder's agent, made on first use with the settings in effect."""
         await self.settings_ready.wait()
@@ -613,7 +630,7 @@ def _register_lifecycle(ls: AgentServer) -> None:
     def initialized(params: types.InitializedParams) -> None:
         """Fetch the `lspAgent` settings section now that the client can answer requests, and
         start watching every folder."""
-        ls.run_task(ls.refresh_settings(), "reading the settings")
+        ls.read_settings()
         ls.open_folders()
 
     @ls.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
@@ -662,7 +679,7 @@ def _register_workspace(ls: AgentServer) -> None:
     @ls.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     def did_change_configuration(params: types.DidChangeConfigurationParams) -> None:
         """Settings changed in the editor: read them again."""
-        ls.run_task(ls.refresh_settings(), "reading the settings")
+        ls.read_settings()
 
 
 def import_agent() -> None:
