@@ -68,7 +68,7 @@ async def measure(root: Path, pattern: str, runs: int) -> None:
     ws = Workspace(root)
     rg = files.find_rg()
     direct = [rg, "-n", "--", pattern]
-    same_flags = files.search_argv(rg, pattern, ".", None)
+    same_flags = files.search_argv(rg, pattern, ["."], None)
     samples: dict[str, list[float]] = {"tool": [], "direct": [], "flags": []}
     result = ""
     for round_ in range(runs + 1):

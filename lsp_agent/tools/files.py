@@ -118,9 +118,9 @@ def find_rg() -> str:
     )
 
 
-def search_argv(rg: str, pattern: str, target: str, glob: str | None) -> list[str]:
-    """The ripgrep command `search()` runs, from the workspace root, for `target` (relative)."""
-    return [rg, "--json", *_common_flags(glob), "--regexp", pattern, "--", target]
+def search_argv(rg: str, pattern: str, targets: Sequence[str], glob: str | None) -> list[str]:
+    """The ripgrep command `search()` runs, from the workspace root, for `targets` (relative)."""
+    return [rg, "--json", *_common_flags(glob), "--regexp", pattern, "--", *targets]
 
 
 def list_argv(rg: str, target: str, glob: str | None) -> list[str]:
@@ -159,7 +159,7 @@ async def search(
     scope = _scope(rel, glob)
     if not target.is_dir() and not _glob_matches(rel, glob):
         return f"no matches for {pattern!r} in {scope}: the file does not match the glob"
-    kept, scan = await _matches(ws, pattern, rel, glob, max_matches, timeout)
+    kept, scan = await _matches(ws, pattern, [_rg_path(rel)], glob, max_matches, timeout)
     if scan.found == 0:
         if scan.stopped:
             raise ToolError(
@@ -193,18 +193,8 @@ async def matches(
     """The first `max_matches` matches of `pattern` in `paths` (relative to the root; the whole
     workspace when empty), as (path, line, text) sorted by path and line, with `search()`'s
     exclusions. An invalid pattern is a ToolError quoting ripgrep."""
-    kept: list[tuple[str, int, str]] = []
-
-    def take(line: bytes) -> None:
-        if len(kept) < max_matches:
-            kept.append(_parse_match(line))
-
-    argv = [find_rg(), "--json", *_common_flags(None), "--regexp", pattern, "--", *(paths or ".")]
-    scan = await _scan(
-        argv, ws.root, take, select=_MATCH_PREFIX, limit=max_matches + 1, timeout=timeout
-    )
-    if scan.failed and scan.found == 0:
-        raise _rg_failure(scan.errors, pattern, None)
+    targets = [_rg_path(rel) for rel in paths] or ["."]
+    kept, _ = await _matches(ws, pattern, targets, None, max_matches, timeout, counted=1)
     kept.sort(key=lambda match: (match[0], match[1]))
     return kept
 
@@ -228,8 +218,17 @@ async def files_matching(
 
 
 async def _matches(
-    ws: Workspace, pattern: str, rel: str, glob: str | None, max_matches: int, timeout: float
+    ws: Workspace,
+    pattern: str,
+    targets: Sequence[str],
+    glob: str | None,
+    max_matches: int,
+    timeout: float,
+    *,
+    counted: int | None = None,
 ) -> tuple[list[tuple[str, int, str]], _Scan]:
+    """The first `max_matches` matches in `targets`; past them ripgrep is stopped after
+    `counted` more (`COUNT_LIMIT` by default: how many there are, for `search()`'s count)."""
     kept: list[tuple[str, int, str]] = []
 
     def take(line: bytes) -> None:
@@ -237,11 +236,11 @@ async def _matches(
             kept.append(_parse_match(line))
 
     scan = await _scan(
-        search_argv(find_rg(), pattern, _rg_path(rel), glob),
+        search_argv(find_rg(), pattern, targets, glob),
         ws.root,
         take,
         select=_MATCH_PREFIX,
-        limit=max_matches + COUNT_LIMIT,
+        limit=max_matches + (COUNT_LIMIT if counted is None else counted),
         timeout=timeout,
     )
     if scan.failed and scan.found == 0:
