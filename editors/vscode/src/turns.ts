@@ -209,11 +209,8 @@ export class Turns {
                     start: { line: selection.start.line, character: selection.start.character },
                     end: { line: selection.end.line, character: selection.end.character },
                 };
-                // A selection that ends at the start of a line ends on the line before (the
-                // server counts so too).
-                const last = selection.end.character === 0 && selection.end.line > selection.start.line ? selection.end.line : selection.end.line + 1;
-                selectionRef = { path: where, startLine: selection.start.line + 1, endLine: last };
-                where += `, lines ${selection.start.line + 1}-${last}`;
+                selectionRef = selectionOf(args.uri, args.range);
+                where += `, lines ${selectionRef.startLine}-${selectionRef.endLine}`;
             }
         }
         if (typeof prompt !== 'string' || !prompt.trim()) {
